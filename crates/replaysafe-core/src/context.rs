@@ -1,0 +1,354 @@
+//! The replay context: what this run is, resolved once and passed explicitly.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use crate::{Clock, Error, Mode, OptIn, RecencyPolicy, RunId, RunKind, SystemClock, Window};
+
+/// Everything the gate needs to know about a run: pipeline, run id, run kind, data
+/// window, explicit replay flag, backfill id, mode, recency policy, opt-ins and clock.
+///
+/// Cheap to clone (one `Arc`); `with_*` methods return a changed copy.
+/// Build it with [`ReplayContext::builder`], or from the environment with
+/// [`ReplayContext::from_env`] (see the crate docs for the variables).
+#[derive(Clone)]
+pub struct ReplayContext {
+    inner: Arc<Inner>,
+}
+
+#[derive(Clone)]
+struct Inner {
+    pipeline: String,
+    run_id: RunId,
+    run_kind: RunKind,
+    replay_flag: Option<bool>,
+    window: Window,
+    backfill_id: Option<String>,
+    mode: Mode,
+    recency: RecencyPolicy,
+    opt_ins: Vec<OptIn>,
+    clock: Arc<dyn Clock>,
+    journal_path: Option<PathBuf>,
+    conflict: Option<String>,
+}
+
+impl fmt::Debug for ReplayContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = &*self.inner;
+        f.debug_struct("ReplayContext")
+            .field("pipeline", &inner.pipeline)
+            .field("run_id", &inner.run_id)
+            .field("run_kind", &inner.run_kind)
+            .field("replay_flag", &inner.replay_flag)
+            .field("window", &inner.window)
+            .field("backfill_id", &inner.backfill_id)
+            .field("mode", &inner.mode)
+            .field("recency", &inner.recency)
+            .field("opt_ins", &inner.opt_ins)
+            .field("journal_path", &inner.journal_path)
+            .field("conflict", &inner.conflict)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReplayContext {
+    /// Starts a builder.
+    ///
+    /// ```
+    /// use chrono::{TimeZone, Utc};
+    /// use replaysafe_core::{ReplayContext, RunKind, Window};
+    ///
+    /// let cx = ReplayContext::builder()
+    ///     .pipeline("daily_orders")
+    ///     .run_id("backfill__2026-08-05")
+    ///     .run_kind(RunKind::Backfill)
+    ///     .window(Window::new(
+    ///         Utc.with_ymd_and_hms(2026, 8, 5, 0, 0, 0).unwrap(),
+    ///         Utc.with_ymd_and_hms(2026, 8, 6, 0, 0, 0).unwrap(),
+    ///     )?)
+    ///     .build()?;
+    /// assert!(cx.is_replay());
+    /// # Ok::<(), replaysafe_core::Error>(())
+    /// ```
+    pub fn builder() -> ReplayContextBuilder {
+        ReplayContextBuilder::default()
+    }
+
+    /// Resolves the context from the process environment (`REPLAYSAFE_*`, then `AIRFLOW_CTX_*`).
+    pub fn from_env() -> Result<Self, Error> {
+        Self::from_vars(std::env::vars())
+    }
+
+    /// Resolves the context from the given variables, exactly as [`ReplayContext::from_env`] does.
+    ///
+    /// Explicit `REPLAYSAFE_*` values win over Airflow's. Without any run kind information
+    /// the kind is [`RunKind::Unknown`] (every effect suppressed). A malformed value is
+    /// [`Error::Invalid`] naming the variable; a missing pipeline, run id or window is
+    /// [`Error::Missing`]; an empty or inverted window is [`Error::EmptyWindow`].
+    pub fn from_vars<I, K, V>(vars: I) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        let vars: HashMap<String, String> = vars
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .filter(|(_, v)| !v.trim().is_empty())
+            .collect();
+        crate::env::resolve(&vars)
+    }
+
+    /// The pipeline name.
+    pub fn pipeline(&self) -> &str {
+        &self.inner.pipeline
+    }
+
+    /// The execution attempt id.
+    pub fn run_id(&self) -> &RunId {
+        &self.inner.run_id
+    }
+
+    /// The run kind as resolved.
+    pub fn run_kind(&self) -> RunKind {
+        self.inner.run_kind
+    }
+
+    /// The explicit replay flag, when one was given.
+    pub fn replay_flag(&self) -> Option<bool> {
+        self.inner.replay_flag
+    }
+
+    /// The data window.
+    pub fn window(&self) -> &Window {
+        &self.inner.window
+    }
+
+    /// The backfill id grouping the runs of one backfill.
+    pub fn backfill_id(&self) -> Option<&str> {
+        self.inner.backfill_id.as_deref()
+    }
+
+    /// Live or dry-run.
+    pub fn mode(&self) -> Mode {
+        self.inner.mode
+    }
+
+    /// Max age per effect kind.
+    pub fn recency(&self) -> &RecencyPolicy {
+        &self.inner.recency
+    }
+
+    /// The opt-ins in force.
+    pub fn opt_ins(&self) -> &[OptIn] {
+        &self.inner.opt_ins
+    }
+
+    /// Where the journal should go, from `REPLAYSAFE_JOURNAL`.
+    pub fn journal_path(&self) -> Option<&Path> {
+        self.inner.journal_path.as_deref()
+    }
+
+    /// A description of disagreeing context sources, when there was one; it suppresses every effect.
+    pub fn conflict(&self) -> Option<&str> {
+        self.inner.conflict.as_deref()
+    }
+
+    /// The injected clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    /// Now, by the injected clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.inner.clock.now()
+    }
+
+    /// Whether this run is a replay: a replay run kind or an explicit replay flag.
+    pub fn is_replay(&self) -> bool {
+        self.inner.run_kind.is_replay() || self.inner.replay_flag == Some(true)
+    }
+
+    /// Whether effects are suppressed whatever else holds (dry-run mode).
+    pub fn is_dry_run(&self) -> bool {
+        self.inner.mode == Mode::DryRun
+    }
+
+    fn with(&self, change: impl FnOnce(&mut Inner)) -> Self {
+        let mut inner = (*self.inner).clone();
+        change(&mut inner);
+        ReplayContext { inner: Arc::new(inner) }
+    }
+
+    /// A copy with another window (a backfill loop reuses one context per window).
+    pub fn with_window(&self, window: Window) -> Self {
+        self.with(|inner| inner.window = window)
+    }
+
+    /// A copy with another run id.
+    pub fn with_run_id(&self, run_id: RunId) -> Self {
+        self.with(|inner| inner.run_id = run_id)
+    }
+
+    /// A copy with another run kind.
+    pub fn with_run_kind(&self, run_kind: RunKind) -> Self {
+        self.with(|inner| inner.run_kind = run_kind)
+    }
+
+    /// A copy with an opt-in added.
+    pub fn with_opt_in(&self, opt_in: OptIn) -> Self {
+        self.with(|inner| inner.opt_ins.push(opt_in))
+    }
+
+    /// A copy in another mode.
+    pub fn with_mode(&self, mode: Mode) -> Self {
+        self.with(|inner| inner.mode = mode)
+    }
+
+    /// A copy with another recency policy.
+    pub fn with_recency(&self, recency: RecencyPolicy) -> Self {
+        self.with(|inner| inner.recency = recency)
+    }
+
+    /// A copy reading time from `clock`.
+    pub fn with_clock(&self, clock: Arc<dyn Clock>) -> Self {
+        self.with(|inner| inner.clock = clock)
+    }
+}
+
+/// Builds a [`ReplayContext`]; pipeline, run id and window are required.
+#[derive(Default)]
+pub struct ReplayContextBuilder {
+    pipeline: Option<String>,
+    run_id: Option<String>,
+    run_kind: Option<RunKind>,
+    replay_flag: Option<bool>,
+    window: Option<Window>,
+    backfill_id: Option<String>,
+    mode: Mode,
+    recency: RecencyPolicy,
+    opt_ins: Vec<OptIn>,
+    clock: Option<Arc<dyn Clock>>,
+    journal_path: Option<PathBuf>,
+    conflict: Option<String>,
+}
+
+impl fmt::Debug for ReplayContextBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReplayContextBuilder")
+            .field("pipeline", &self.pipeline)
+            .field("run_id", &self.run_id)
+            .field("run_kind", &self.run_kind)
+            .field("window", &self.window)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReplayContextBuilder {
+    /// The pipeline name (required, non-empty).
+    pub fn pipeline(mut self, pipeline: impl Into<String>) -> Self {
+        self.pipeline = Some(pipeline.into());
+        self
+    }
+
+    /// The execution attempt id (required).
+    pub fn run_id(mut self, run_id: impl Into<String>) -> Self {
+        self.run_id = Some(run_id.into());
+        self
+    }
+
+    /// The run kind; without one the kind is [`RunKind::Unknown`] and everything is suppressed.
+    pub fn run_kind(mut self, run_kind: RunKind) -> Self {
+        self.run_kind = Some(run_kind);
+        self
+    }
+
+    /// The explicit replay flag.
+    pub fn replay_flag(mut self, replay: bool) -> Self {
+        self.replay_flag = Some(replay);
+        self
+    }
+
+    /// The data window (required).
+    pub fn window(mut self, window: Window) -> Self {
+        self.window = Some(window);
+        self
+    }
+
+    /// The backfill id.
+    pub fn backfill_id(mut self, backfill_id: impl Into<String>) -> Self {
+        self.backfill_id = Some(backfill_id.into());
+        self
+    }
+
+    /// Live (default) or dry-run.
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The recency policy (default: [`RecencyPolicy::default`]).
+    pub fn recency(mut self, recency: RecencyPolicy) -> Self {
+        self.recency = recency;
+        self
+    }
+
+    /// Adds an opt-in.
+    pub fn opt_in(mut self, opt_in: OptIn) -> Self {
+        self.opt_ins.push(opt_in);
+        self
+    }
+
+    /// The clock (default: [`SystemClock`]).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Where the journal goes.
+    pub fn journal_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.journal_path = Some(path.into());
+        self
+    }
+
+    /// Records that the sources of this context disagreed; every effect is then suppressed.
+    pub fn conflict(mut self, description: impl Into<String>) -> Self {
+        self.conflict = Some(description.into());
+        self
+    }
+
+    /// Builds the context; a missing required field is [`Error::Missing`].
+    pub fn build(self) -> Result<ReplayContext, Error> {
+        let pipeline = self
+            .pipeline
+            .filter(|p| !p.trim().is_empty())
+            .ok_or(Error::Missing { field: "pipeline", hint: "name the pipeline" })?;
+        if pipeline.chars().any(char::is_control) {
+            return Err(Error::invalid("pipeline", pipeline.escape_debug().to_string(), "must not contain control characters"));
+        }
+        let run_id = RunId::new(
+            self.run_id.ok_or(Error::Missing { field: "run_id", hint: "name the execution attempt" })?,
+        )?;
+        let window = self.window.ok_or(Error::Missing { field: "window", hint: "give the data window [start, end)" })?;
+        Ok(ReplayContext {
+            inner: Arc::new(Inner {
+                pipeline,
+                run_id,
+                run_kind: self.run_kind.unwrap_or(RunKind::Unknown),
+                replay_flag: self.replay_flag,
+                window,
+                backfill_id: self.backfill_id.filter(|id| !id.trim().is_empty()),
+                mode: self.mode,
+                recency: self.recency,
+                opt_ins: self.opt_ins,
+                clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+                journal_path: self.journal_path,
+                conflict: self.conflict,
+            }),
+        })
+    }
+}

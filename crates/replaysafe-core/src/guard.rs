@@ -1,0 +1,333 @@
+//! `Guard<C>`: the only way an effect leaves the process.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::journal::{Journal, JournalDecision, JournalError, JournalRecord};
+use crate::{
+    Classify, Decision, Delivery, EffectClient, EffectDescription, IdempotencyKey, Reason, RedactionPolicy,
+    ReplayContext, RetryPolicy,
+};
+
+/// Wraps an [`EffectClient`] so that every effect goes through the gate and the journal.
+///
+/// `send` describes the effect, derives its idempotency key, asks the gate
+/// ([`ReplayContext::decide`]) and then either
+///
+/// - **suppresses**: the inner client is never called, a `tracing` event at info level with
+///   target `replaysafe::suppressed` says "would have sent …", one `suppressed` record is
+///   journaled, and `Ok(Outcome::Suppressed(..))` is returned; or
+/// - **delivers**: the inner client is called with the key; transient errors are retried
+///   under the [`RetryPolicy`] (a receiver's `Retry-After` wins over the computed delay),
+///   permanent ones are not; each attempt's result is journaled (`failed` or `delivered`).
+///
+/// **Architecture Invariant:** the gate runs before any client I/O, so a suppressed
+/// effect touches nothing outside the process but the journal.
+///
+/// The raw client is reachable only through the deliberately named
+/// [`Guard::unguarded_ref`] and [`Guard::into_unguarded`].
+pub struct Guard<C> {
+    inner: C,
+    journal: Arc<dyn Journal>,
+    retry: RetryPolicy,
+    redaction: Option<RedactionPolicy>,
+}
+
+impl<C: fmt::Debug> fmt::Debug for Guard<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guard")
+            .field("inner", &self.inner)
+            .field("journal", &self.journal)
+            .field("retry", &self.retry)
+            .field("redaction", &self.redaction)
+            .finish()
+    }
+}
+
+/// What [`Guard::send`] did with an effect. Suppression is an outcome, not an error.
+#[derive(Debug)]
+pub enum Outcome<R> {
+    /// The receiver accepted the effect.
+    Delivered(Delivered<R>),
+    /// The gate stopped the effect; nothing left the process.
+    Suppressed(Suppressed),
+}
+
+impl<R> Outcome<R> {
+    /// Whether the effect was delivered.
+    pub fn is_delivered(&self) -> bool {
+        matches!(self, Outcome::Delivered(_))
+    }
+
+    /// Whether the effect was suppressed.
+    pub fn is_suppressed(&self) -> bool {
+        matches!(self, Outcome::Suppressed(_))
+    }
+
+    /// The idempotency key of the effect.
+    pub fn key(&self) -> &IdempotencyKey {
+        match self {
+            Outcome::Delivered(delivered) => &delivered.key,
+            Outcome::Suppressed(suppressed) => &suppressed.key,
+        }
+    }
+
+    /// The receipt, when delivered.
+    pub fn receipt(&self) -> Option<&R> {
+        match self {
+            Outcome::Delivered(delivered) => Some(&delivered.receipt),
+            Outcome::Suppressed(_) => None,
+        }
+    }
+}
+
+/// A delivered effect.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Delivered<R> {
+    /// What the client returned.
+    pub receipt: R,
+    /// The idempotency key the receiver got.
+    pub key: IdempotencyKey,
+    /// Attempts it took, from 1.
+    pub attempts: u32,
+    /// The gate's reasons (`current_window`, or the lifted ones plus `opt_in`).
+    pub reasons: Vec<Reason>,
+}
+
+/// A suppressed effect.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Suppressed {
+    /// The idempotency key it would have had.
+    pub key: IdempotencyKey,
+    /// Every reason the gate gave.
+    pub reasons: Vec<Reason>,
+    /// What would have been sent.
+    pub description: EffectDescription,
+}
+
+/// Why [`Guard::send`] failed. Never a suppression.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendError<E: std::error::Error + 'static> {
+    /// The effect is invalid; nothing was sent and nothing journaled.
+    #[error("invalid effect: {0}")]
+    Invalid(#[source] E),
+    /// Delivery was attempted and failed: a permanent error, or transient ones until the
+    /// attempts or the time ran out.
+    #[error("delivery failed after {attempts} attempt(s): {source}")]
+    Failed {
+        /// Attempts made.
+        attempts: u32,
+        /// The last error.
+        #[source]
+        source: E,
+    },
+    /// The journal could not record the decision. When `delivered` is true the receiver
+    /// did get the effect; the journal is what is missing.
+    #[error("journaling a {} effect: {source}", if *.delivered { "delivered" } else { "suppressed or failed" })]
+    Journal {
+        /// Whether the effect reached the receiver.
+        delivered: bool,
+        /// The journal's error.
+        #[source]
+        source: JournalError,
+    },
+}
+
+impl<E: std::error::Error + Classify + 'static> Classify for SendError<E> {
+    fn is_transient(&self) -> bool {
+        match self {
+            SendError::Invalid(_) => false,
+            SendError::Failed { source, .. } => source.is_transient(),
+            SendError::Journal { delivered, .. } => !delivered,
+        }
+    }
+
+    fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            SendError::Failed { source, .. } => source.retry_after(),
+            _ => None,
+        }
+    }
+}
+
+impl<C: EffectClient> Guard<C> {
+    /// Guards `inner`, journaling to `journal`, with the default retry policy and the
+    /// client's own redaction policy.
+    pub fn new(inner: C, journal: impl Journal + 'static) -> Self {
+        Guard { inner, journal: Arc::new(journal), retry: RetryPolicy::default(), redaction: None }
+    }
+
+    /// Guards `inner` with a journal shared with other guards.
+    pub fn with_shared_journal(inner: C, journal: Arc<dyn Journal>) -> Self {
+        Guard { inner, journal, retry: RetryPolicy::default(), redaction: None }
+    }
+
+    /// Replaces the retry policy.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Overrides the client's redaction policy.
+    pub fn with_redaction(mut self, redaction: RedactionPolicy) -> Self {
+        self.redaction = Some(redaction);
+        self
+    }
+
+    /// The retry policy.
+    pub fn retry_policy(&self) -> &RetryPolicy {
+        &self.retry
+    }
+
+    /// The journal.
+    pub fn journal(&self) -> &Arc<dyn Journal> {
+        &self.journal
+    }
+
+    /// The redaction policy in force.
+    pub fn redaction(&self) -> RedactionPolicy {
+        self.redaction.unwrap_or_else(|| self.inner.redaction())
+    }
+
+    /// **Escape hatch.** The raw client, outside the gate and the journal. Whatever is
+    /// sent through it is not replay-safe.
+    pub fn unguarded_ref(&self) -> &C {
+        &self.inner
+    }
+
+    /// **Escape hatch.** Unwraps the raw client, outside the gate and the journal.
+    pub fn into_unguarded(self) -> C {
+        self.inner
+    }
+
+    /// Describes `effect`, derives its key and asks the gate, without sending or journaling.
+    pub fn preview(
+        &self,
+        cx: &ReplayContext,
+        effect: &C::Effect,
+    ) -> Result<(EffectDescription, IdempotencyKey, Decision), SendError<C::Error>> {
+        let description = self.inner.describe(cx, effect).map_err(SendError::Invalid)?;
+        let key = IdempotencyKey::derive(
+            cx.pipeline(),
+            description.kind(),
+            description.message_type(),
+            description.target(),
+            cx.window(),
+        );
+        let decision = cx.decide(description.kind(), description.target());
+        Ok((description, key, decision))
+    }
+
+    /// Sends `effect` if the gate allows it; see the type's docs for what happens.
+    pub async fn send(&self, cx: &ReplayContext, effect: &C::Effect) -> Result<Outcome<C::Receipt>, SendError<C::Error>> {
+        let (description, key, decision) = self.preview(cx, effect)?;
+        let redaction = self.redaction();
+        let mut record = JournalRecord::for_decision(cx, &description, &key, &decision, redaction);
+
+        if decision.is_suppressed() {
+            tracing::info!(
+                target: "replaysafe::suppressed",
+                pipeline = cx.pipeline(),
+                run_id = cx.run_id().as_str(),
+                window = %cx.window(),
+                idempotency_key = key.as_str(),
+                reasons = %record.reasons.join(","),
+                "would have sent {} {} to {}",
+                record.effect.kind,
+                record.effect.message_type,
+                record.effect.target,
+            );
+            self.journal.append(&record).map_err(|source| SendError::Journal { delivered: false, source })?;
+            return Ok(Outcome::Suppressed(Suppressed { key, reasons: decision.reasons().to_vec(), description }));
+        }
+
+        let started = tokio::time::Instant::now();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let delivery = Delivery { context: cx, key: &key, description: &description, attempt };
+            let result = self.inner.deliver(&delivery, effect).await;
+            record.ts = cx.now();
+            record.attempt = attempt;
+            match result {
+                Ok(receipt) => {
+                    record.decision = JournalDecision::Delivered;
+                    record.error = None;
+                    tracing::debug!(
+                        target: "replaysafe::delivered",
+                        idempotency_key = key.as_str(),
+                        attempt,
+                        "delivered {} {} to {}",
+                        record.effect.kind,
+                        record.effect.message_type,
+                        record.effect.target,
+                    );
+                    self.journal.append(&record).map_err(|source| SendError::Journal { delivered: true, source })?;
+                    return Ok(Outcome::Delivered(Delivered {
+                        receipt,
+                        key,
+                        attempts: attempt,
+                        reasons: decision.reasons().to_vec(),
+                    }));
+                }
+                Err(error) => {
+                    record.decision = JournalDecision::Failed;
+                    record.error = Some(error.to_string());
+                    tracing::warn!(
+                        target: "replaysafe::failed",
+                        idempotency_key = key.as_str(),
+                        attempt,
+                        transient = error.is_transient(),
+                        "delivering {} {} to {}: {error}",
+                        record.effect.kind,
+                        record.effect.message_type,
+                        record.effect.target,
+                    );
+                    self.journal.append(&record).map_err(|source| SendError::Journal { delivered: false, source })?;
+
+                    let delay = self.retry.delay(attempt, error.retry_after());
+                    let out_of_time = started.elapsed() + delay > self.retry.max_elapsed();
+                    if error.is_permanent() || attempt >= self.retry.max_attempts() || out_of_time {
+                        return Err(SendError::Failed { attempts: attempt, source: error });
+                    }
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+}
+
+/// Builds [`Guard`]s that share one journal and one configuration, in the manner of a tower layer.
+#[derive(Clone, Debug)]
+pub struct GuardLayer {
+    journal: Arc<dyn Journal>,
+    retry: RetryPolicy,
+    redaction: Option<RedactionPolicy>,
+}
+
+impl GuardLayer {
+    /// Guards will journal to `journal`.
+    pub fn new(journal: Arc<dyn Journal>) -> Self {
+        GuardLayer { journal, retry: RetryPolicy::default(), redaction: None }
+    }
+
+    /// Guards will retry under `retry`.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Guards will redact with `redaction` instead of each client's default.
+    pub fn with_redaction(mut self, redaction: RedactionPolicy) -> Self {
+        self.redaction = Some(redaction);
+        self
+    }
+
+    /// Wraps a client.
+    pub fn layer<C: EffectClient>(&self, client: C) -> Guard<C> {
+        Guard { inner: client, journal: Arc::clone(&self.journal), retry: self.retry, redaction: self.redaction }
+    }
+}

@@ -1,0 +1,256 @@
+//! The journal: one JSON object per decision, delivered and suppressed alike.
+//!
+//! Schema version 1 is a compatibility promise: readers accept unknown fields,
+//! writers never rename one. See `docs/reference/journal.md`.
+
+mod file;
+mod reader;
+mod sinks;
+
+use std::fmt;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+pub use file::JsonlJournal;
+pub use reader::{JournalReader, ReadError};
+pub use sinks::{MemoryJournal, NoopJournal, TracingJournal};
+
+use crate::{Decision, EffectDescription, IdempotencyKey, OptIn, RedactionPolicy, ReplayContext};
+
+/// The schema version this crate writes and reads.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Where journal records go.
+///
+/// **Architecture Invariant:** a record handed to a journal is never dropped: a sink
+/// under load makes the caller wait (backpressure), or returns an error.
+pub trait Journal: Send + Sync + fmt::Debug {
+    /// Appends one record.
+    fn append(&self, record: &JournalRecord) -> Result<(), JournalError>;
+
+    /// Pushes buffered records to their destination.
+    fn flush(&self) -> Result<(), JournalError> {
+        Ok(())
+    }
+}
+
+impl<J: Journal + ?Sized> Journal for &J {
+    fn append(&self, record: &JournalRecord) -> Result<(), JournalError> {
+        (**self).append(record)
+    }
+    fn flush(&self) -> Result<(), JournalError> {
+        (**self).flush()
+    }
+}
+
+impl<J: Journal + ?Sized> Journal for Box<J> {
+    fn append(&self, record: &JournalRecord) -> Result<(), JournalError> {
+        (**self).append(record)
+    }
+    fn flush(&self) -> Result<(), JournalError> {
+        (**self).flush()
+    }
+}
+
+impl<J: Journal + ?Sized> Journal for Arc<J> {
+    fn append(&self, record: &JournalRecord) -> Result<(), JournalError> {
+        (**self).append(record)
+    }
+    fn flush(&self) -> Result<(), JournalError> {
+        (**self).flush()
+    }
+}
+
+/// Both journals get every record (a file and `tracing`, say).
+impl<A: Journal, B: Journal> Journal for (A, B) {
+    fn append(&self, record: &JournalRecord) -> Result<(), JournalError> {
+        self.0.append(record)?;
+        self.1.append(record)
+    }
+    fn flush(&self) -> Result<(), JournalError> {
+        self.0.flush()?;
+        self.1.flush()
+    }
+}
+
+/// A journal could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("writing journal {path}: {source}")]
+pub struct JournalError {
+    path: String,
+    #[source]
+    source: std::io::Error,
+}
+
+impl JournalError {
+    pub(crate) fn io(path: impl Into<String>, source: std::io::Error) -> Self {
+        JournalError { path: path.into(), source }
+    }
+}
+
+/// What happened to an effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JournalDecision {
+    /// The receiver accepted it.
+    Delivered,
+    /// The gate stopped it; nothing left the process.
+    Suppressed,
+    /// A delivery attempt failed (one record per failed attempt).
+    Failed,
+}
+
+impl JournalDecision {
+    /// `delivered`, `suppressed` or `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JournalDecision::Delivered => "delivered",
+            JournalDecision::Suppressed => "suppressed",
+            JournalDecision::Failed => "failed",
+        }
+    }
+}
+
+/// One journal line, schema version 1.
+///
+/// Kinds, reasons and run kinds are kept as text so a reader of version 1 accepts the
+/// words a later writer adds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JournalRecord {
+    /// Schema version (1).
+    pub v: u32,
+    /// When the decision was made.
+    #[serde(with = "rfc3339")]
+    pub ts: DateTime<Utc>,
+    /// Delivered, suppressed or failed.
+    pub decision: JournalDecision,
+    /// Snake_case reasons (`replay_run`, `stale_window`, ...).
+    pub reasons: Vec<String>,
+    /// Pipeline name.
+    pub pipeline: String,
+    /// Execution attempt id.
+    pub run_id: String,
+    /// Run kind.
+    pub run_kind: String,
+    /// Backfill id, if any.
+    pub backfill_id: Option<String>,
+    /// The data window.
+    pub window: RecordWindow,
+    /// The effect, redacted.
+    pub effect: RecordEffect,
+    /// The opt-in that enabled delivery, or that had expired.
+    pub opt_in: Option<RecordOptIn>,
+    /// Delivery attempt, from 1; 0 when suppressed.
+    pub attempt: u32,
+    /// What went wrong, for failed attempts.
+    pub error: Option<String>,
+}
+
+/// The window of a record. Not validated on read: a journal is evidence, even when odd.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordWindow {
+    /// Inclusive start.
+    #[serde(with = "rfc3339")]
+    pub start: DateTime<Utc>,
+    /// Exclusive end.
+    #[serde(with = "rfc3339")]
+    pub end: DateTime<Utc>,
+}
+
+/// The effect of a record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordEffect {
+    /// `email`, `webhook`, `file_drop`, `metric`, `alert`, `trigger` or a custom name.
+    pub kind: String,
+    /// Message type.
+    pub message_type: String,
+    /// Target after redaction.
+    pub target: String,
+    /// Idempotency key.
+    pub idempotency_key: String,
+    /// Short summary, unless the policy hides it.
+    pub summary: Option<String>,
+    /// SHA-256 of the payload, hex.
+    pub payload_sha256: String,
+    /// Payload size in bytes.
+    pub payload_bytes: u64,
+}
+
+/// The audited opt-in of a record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordOptIn {
+    /// Why.
+    pub reason: String,
+    /// Who approved.
+    pub approved_by: String,
+    /// Expiry.
+    #[serde(with = "rfc3339")]
+    pub expires_at: DateTime<Utc>,
+}
+
+impl From<&OptIn> for RecordOptIn {
+    fn from(opt_in: &OptIn) -> Self {
+        RecordOptIn {
+            reason: opt_in.reason().to_owned(),
+            approved_by: opt_in.approved_by().to_owned(),
+            expires_at: opt_in.expires_at(),
+        }
+    }
+}
+
+impl JournalRecord {
+    /// The record of a gate decision on an effect, stamped at the context clock's now.
+    /// `attempt` and `error` start empty; a suppressed decision is recorded as such,
+    /// a delivering one as `delivered` (callers turn it into `failed` as needed).
+    pub fn for_decision(
+        cx: &ReplayContext,
+        description: &EffectDescription,
+        key: &IdempotencyKey,
+        decision: &Decision,
+        redaction: RedactionPolicy,
+    ) -> Self {
+        let window = cx.window();
+        JournalRecord {
+            v: SCHEMA_VERSION,
+            ts: cx.now(),
+            decision: if decision.is_delivered() { JournalDecision::Delivered } else { JournalDecision::Suppressed },
+            reasons: decision.reasons().iter().map(|r| r.as_str().to_owned()).collect(),
+            pipeline: cx.pipeline().to_owned(),
+            run_id: cx.run_id().as_str().to_owned(),
+            run_kind: cx.run_kind().as_str().to_owned(),
+            backfill_id: cx.backfill_id().map(str::to_owned),
+            window: RecordWindow { start: window.start(), end: window.end() },
+            effect: RecordEffect {
+                kind: description.kind().as_str().to_owned(),
+                message_type: description.message_type().to_owned(),
+                target: redaction.target().apply(description.target()),
+                idempotency_key: key.as_str().to_owned(),
+                summary: if redaction.shows_summaries() { description.summary().map(str::to_owned) } else { None },
+                payload_sha256: description.payload().sha256_hex(),
+                payload_bytes: description.payload().bytes(),
+            },
+            opt_in: decision.opt_in().map(RecordOptIn::from),
+            attempt: 0,
+            error: None,
+        }
+    }
+}
+
+/// Serde helpers writing times as canonical RFC 3339 (`2026-08-05T00:00:00Z`).
+pub mod rfc3339 {
+    use chrono::{DateTime, Utc};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes the canonical form.
+    pub fn serialize<S: Serializer>(instant: &DateTime<Utc>, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&crate::key::rfc3339(*instant))
+    }
+
+    /// Reads any RFC 3339 time and converts it to UTC.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<DateTime<Utc>, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        DateTime::parse_from_rfc3339(&text).map(|t| t.with_timezone(&Utc)).map_err(serde::de::Error::custom)
+    }
+}

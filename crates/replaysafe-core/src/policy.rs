@@ -1,0 +1,201 @@
+//! The recency policy, run modes and audited opt-ins.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::{EffectKind, Error};
+
+/// Whether effects may be delivered at all in this process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Deliver what the gate allows.
+    #[default]
+    Live,
+    /// Suppress everything and journal everything: the reviewer's preview.
+    DryRun,
+}
+
+impl Mode {
+    /// `live` or `dry-run`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Live => "live",
+            Mode::DryRun => "dry-run",
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = Error;
+    fn from_str(value: &str) -> Result<Self, Error> {
+        match value {
+            "live" => Ok(Mode::Live),
+            "dry-run" => Ok(Mode::DryRun),
+            other => Err(Error::invalid("mode", other, "expected live or dry-run")),
+        }
+    }
+}
+
+/// How old a window may be, per effect kind, before its effects are stale.
+///
+/// An effect is stale when `now - window.end > max_age(kind)`. Defaults: 6 h for every
+/// kind except alerts, which get 1 h. The gate applies this to every run kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecencyPolicy {
+    default_max_age: TimeDelta,
+    max_age: BTreeMap<EffectKind, TimeDelta>,
+}
+
+impl Default for RecencyPolicy {
+    fn default() -> Self {
+        let mut max_age = BTreeMap::new();
+        for kind in EffectKind::BUILT_IN {
+            let age = if kind == EffectKind::Alert { TimeDelta::hours(1) } else { TimeDelta::hours(6) };
+            max_age.insert(kind, age);
+        }
+        RecencyPolicy { default_max_age: TimeDelta::hours(6), max_age }
+    }
+}
+
+impl RecencyPolicy {
+    /// Sets the max age of one kind; a negative age is [`Error::Invalid`].
+    pub fn with_max_age(mut self, kind: EffectKind, max_age: TimeDelta) -> Result<Self, Error> {
+        if max_age < TimeDelta::zero() {
+            return Err(Error::invalid("max_age", format!("{kind}={max_age}"), "must not be negative"));
+        }
+        self.max_age.insert(kind, max_age);
+        Ok(self)
+    }
+
+    /// The max age of `kind` (custom kinds without a setting get 6 h).
+    pub fn max_age(&self, kind: &EffectKind) -> TimeDelta {
+        self.max_age.get(kind).copied().unwrap_or(self.default_max_age)
+    }
+
+    /// Whether a window that ended at `window_end` is stale for `kind` at `now`.
+    pub fn is_stale(&self, kind: &EffectKind, window_end: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+        now - window_end > self.max_age(kind)
+    }
+}
+
+/// An explicit, audited permission to deliver some effects from a replay.
+///
+/// It names the effect kinds (and optionally the exact targets) it covers, why, who
+/// approved it, and when it expires. It lifts `replay_run`, `replay_flag` and
+/// `stale_window`; it never lifts `dry_run`, `unknown_context` or `conflicting_context`.
+/// Every delivery it enables is journaled with it.
+///
+/// ```
+/// use chrono::{TimeZone, Utc};
+/// use replaysafe_core::{EffectKind, OptIn};
+///
+/// let opt_in = OptIn::new("re-send corrected invoices", "jane@ops", Utc.with_ymd_and_hms(2026, 9, 1, 0, 0, 0).unwrap())?
+///     .for_kind(EffectKind::Email);
+/// assert!(opt_in.covers(&EffectKind::Email, "ana@shop.example"));
+/// assert!(!opt_in.covers(&EffectKind::Webhook, "https://partner.example"));
+/// # Ok::<(), replaysafe_core::Error>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OptIn {
+    reason: String,
+    approved_by: String,
+    #[serde(with = "crate::journal::rfc3339")]
+    expires_at: DateTime<Utc>,
+    #[serde(skip)]
+    kinds: BTreeSet<EffectKind>,
+    #[serde(skip)]
+    targets: Option<BTreeSet<String>>,
+}
+
+impl OptIn {
+    /// An opt-in covering nothing yet; `reason` and `approved_by` must be non-empty.
+    pub fn new(
+        reason: impl Into<String>,
+        approved_by: impl Into<String>,
+        expires_at: DateTime<Utc>,
+    ) -> Result<Self, Error> {
+        let reason = reason.into();
+        let approved_by = approved_by.into();
+        if reason.trim().is_empty() {
+            return Err(Error::Missing { field: "opt_in.reason", hint: "an opt-in needs a non-empty reason" });
+        }
+        if approved_by.trim().is_empty() {
+            return Err(Error::Missing { field: "opt_in.approved_by", hint: "an opt-in needs an approver" });
+        }
+        Ok(OptIn { reason, approved_by, expires_at, kinds: BTreeSet::new(), targets: None })
+    }
+
+    /// Adds an effect kind.
+    pub fn for_kind(mut self, kind: EffectKind) -> Self {
+        self.kinds.insert(kind);
+        self
+    }
+
+    /// Restricts the opt-in to exact targets (as the adapter describes them); may be called repeatedly.
+    pub fn for_target(mut self, target: impl Into<String>) -> Self {
+        self.targets.get_or_insert_with(BTreeSet::new).insert(target.into());
+        self
+    }
+
+    /// Why delivery from a replay is wanted.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// Who approved it.
+    pub fn approved_by(&self) -> &str {
+        &self.approved_by
+    }
+
+    /// When it stops enabling anything.
+    pub fn expires_at(&self) -> DateTime<Utc> {
+        self.expires_at
+    }
+
+    /// Whether it covers this kind and target, ignoring expiry.
+    pub fn covers(&self, kind: &EffectKind, target: &str) -> bool {
+        self.kinds.contains(kind) && self.targets.as_ref().is_none_or(|targets| targets.contains(target))
+    }
+
+    /// Whether it has expired at `now` (expiry is exclusive: at `expires_at` it is over).
+    pub fn is_expired(&self, now: DateTime<Utc>) -> bool {
+        now >= self.expires_at
+    }
+}
+
+impl fmt::Debug for OptIn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OptIn")
+            .field("reason", &self.reason)
+            .field("approved_by", &self.approved_by)
+            .field("expires_at", &self.expires_at)
+            .field("kinds", &self.kinds)
+            .field("targets", &self.targets.as_ref().map(BTreeSet::len))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn defaults_match_design() {
+        let policy = RecencyPolicy::default();
+        assert_eq!(policy.max_age(&EffectKind::Email), TimeDelta::hours(6));
+        assert_eq!(policy.max_age(&EffectKind::Alert), TimeDelta::hours(1));
+        assert_eq!(policy.max_age(&EffectKind::Custom("x".into())), TimeDelta::hours(6));
+    }
+
+    #[test]
+    fn opt_in_requires_reason_and_approver() {
+        let expires = Utc.with_ymd_and_hms(2026, 9, 1, 0, 0, 0).unwrap();
+        assert!(OptIn::new(" ", "jane", expires).unwrap_err().to_string().contains("opt_in.reason"));
+        assert!(OptIn::new("why", "", expires).unwrap_err().to_string().contains("opt_in.approved_by"));
+    }
+}
