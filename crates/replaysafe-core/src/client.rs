@@ -35,7 +35,7 @@ pub trait Classify {
 /// ```compile_fail
 /// use replaysafe_core::{Delivery, ReplayContext};
 /// fn sneak(cx: &ReplayContext, key: &replaysafe_core::IdempotencyKey, d: &replaysafe_core::EffectDescription) {
-///     let _ = Delivery { context: cx, key, description: d, attempt: 1, _sealed: () };
+///     let _ = Delivery { context: cx, key, description: d, attempt: 1 };
 /// }
 /// ```
 #[derive(Debug)]

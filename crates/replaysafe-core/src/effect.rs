@@ -51,10 +51,10 @@ impl EffectKind {
                 "a custom kind is 1 to 64 characters of a-z, 0-9 and _, starting with a letter",
             ));
         }
-        match name.parse::<EffectKind>() {
-            Ok(EffectKind::Custom(name)) => Ok(EffectKind::Custom(name)),
-            _ => Err(Error::invalid("effect kind", name, "is a built-in kind; use its variant")),
+        if EffectKind::BUILT_IN.iter().any(|kind| kind.as_str() == name) {
+            return Err(Error::invalid("effect kind", name, "is a built-in kind; use its variant"));
         }
+        Ok(EffectKind::Custom(name))
     }
 
     /// The snake_case name used in the journal and in configuration.

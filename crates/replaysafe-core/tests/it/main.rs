@@ -1,0 +1,8 @@
+//! Integration tests of replaysafe-core: one binary, one module per area.
+
+mod env;
+mod gate;
+mod guard;
+mod journal;
+mod keys;
+mod support;
