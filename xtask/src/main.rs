@@ -1,1 +1,54 @@
-fn main() {}
+//! replaysafe's automation, the only entry point of every check.
+//!
+//! - `cargo xtask ci`: format, lints, every test against real loopback servers, docs,
+//!   the dependency boundary of replaysafe-core; prints the time of each phase.
+//! - `cargo xtask demo`: the example pipeline, live window then backfill.
+//! - `cargo xtask bench`: benchmarks; writes `target/bench/summary.json`.
+//! - `cargo xtask services [NAME...]`: starts the test servers and prints their
+//!   environment, until interrupted, for running `cargo test` by hand.
+
+#![forbid(unsafe_code)]
+
+mod bench;
+mod ci;
+mod demo;
+mod services;
+mod system;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (command, rest) = match args.split_first() {
+        Some((command, rest)) => (command.as_str(), rest),
+        None => ("help", &[][..]),
+    };
+    let result = match command {
+        "ci" => ci::run(rest),
+        "demo" => demo::run(rest),
+        "bench" => bench::run(rest),
+        "services" => services::run_foreground(rest),
+        "help" | "--help" | "-h" => {
+            print!("{}", HELP);
+            Ok(())
+        }
+        other => Err(anyhow::anyhow!("unknown xtask command {other:?}\n\n{HELP}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("xtask: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+const HELP: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  ci                 every check CI runs: fmt, clippy, tests against real servers, docs, dependency boundary
+  demo [--real]      the example pipeline: the current window delivered, a backfill suppressed
+  bench              benchmarks; writes target/bench/summary.json
+  services [NAME..]  start test servers on 127.0.0.1, print their environment, wait for Ctrl-C
+";

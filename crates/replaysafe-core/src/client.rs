@@ -93,10 +93,18 @@ pub trait EffectClient: Send + Sync {
     type Error: std::error::Error + Classify + Send + Sync + 'static;
 
     /// Validates `effect` and describes it; no I/O.
-    fn describe(&self, cx: &ReplayContext, effect: &Self::Effect) -> Result<EffectDescription, Self::Error>;
+    fn describe(
+        &self,
+        cx: &ReplayContext,
+        effect: &Self::Effect,
+    ) -> Result<EffectDescription, Self::Error>;
 
     /// Makes one delivery attempt, passing `delivery.key()` to the receiver where it accepts one.
-    async fn deliver(&self, delivery: &Delivery<'_>, effect: &Self::Effect) -> Result<Self::Receipt, Self::Error>;
+    async fn deliver(
+        &self,
+        delivery: &Delivery<'_>,
+        effect: &Self::Effect,
+    ) -> Result<Self::Receipt, Self::Error>;
 
     /// How this client's targets appear in the journal unless the guard says otherwise.
     fn redaction(&self) -> RedactionPolicy {

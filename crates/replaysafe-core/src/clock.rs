@@ -30,23 +30,34 @@ pub struct FixedClock {
 impl FixedClock {
     /// A clock stopped at `now`.
     pub fn new(now: DateTime<Utc>) -> Self {
-        FixedClock { now: Mutex::new(now) }
+        FixedClock {
+            now: Mutex::new(now),
+        }
     }
 
     /// Moves the clock to `now`.
     pub fn set(&self, now: DateTime<Utc>) {
-        *self.now.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = now;
+        *self
+            .now
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = now;
     }
 
     /// Moves the clock forward by `by`.
     pub fn advance(&self, by: TimeDelta) {
-        let mut now = self.now.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut now = self
+            .now
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         *now += by;
     }
 }
 
 impl Clock for FixedClock {
     fn now(&self) -> DateTime<Utc> {
-        *self.now.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        *self
+            .now
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

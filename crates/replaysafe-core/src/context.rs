@@ -181,7 +181,9 @@ impl ReplayContext {
     fn with(&self, change: impl FnOnce(&mut Inner)) -> Self {
         let mut inner = (*self.inner).clone();
         change(&mut inner);
-        ReplayContext { inner: Arc::new(inner) }
+        ReplayContext {
+            inner: Arc::new(inner),
+        }
     }
 
     /// A copy with another window (a backfill loop reuses one context per window).
@@ -326,14 +328,25 @@ impl ReplayContextBuilder {
         let pipeline = self
             .pipeline
             .filter(|p| !p.trim().is_empty())
-            .ok_or(Error::Missing { field: "pipeline", hint: "name the pipeline" })?;
+            .ok_or(Error::Missing {
+                field: "pipeline",
+                hint: "name the pipeline",
+            })?;
         if pipeline.chars().any(char::is_control) {
-            return Err(Error::invalid("pipeline", pipeline.escape_debug().to_string(), "must not contain control characters"));
+            return Err(Error::invalid(
+                "pipeline",
+                pipeline.escape_debug().to_string(),
+                "must not contain control characters",
+            ));
         }
-        let run_id = RunId::new(
-            self.run_id.ok_or(Error::Missing { field: "run_id", hint: "name the execution attempt" })?,
-        )?;
-        let window = self.window.ok_or(Error::Missing { field: "window", hint: "give the data window [start, end)" })?;
+        let run_id = RunId::new(self.run_id.ok_or(Error::Missing {
+            field: "run_id",
+            hint: "name the execution attempt",
+        })?)?;
+        let window = self.window.ok_or(Error::Missing {
+            field: "window",
+            hint: "give the data window [start, end)",
+        })?;
         Ok(ReplayContext {
             inner: Arc::new(Inner {
                 pipeline,

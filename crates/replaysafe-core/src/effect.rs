@@ -43,7 +43,9 @@ impl EffectKind {
         let name = name.into();
         let well_formed = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
             && name.len() <= 64
-            && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
         if !well_formed {
             return Err(Error::invalid(
                 "effect kind",
@@ -51,8 +53,15 @@ impl EffectKind {
                 "a custom kind is 1 to 64 characters of a-z, 0-9 and _, starting with a letter",
             ));
         }
-        if EffectKind::BUILT_IN.iter().any(|kind| kind.as_str() == name) {
-            return Err(Error::invalid("effect kind", name, "is a built-in kind; use its variant"));
+        if EffectKind::BUILT_IN
+            .iter()
+            .any(|kind| kind.as_str() == name)
+        {
+            return Err(Error::invalid(
+                "effect kind",
+                name,
+                "is a built-in kind; use its variant",
+            ));
         }
         Ok(EffectKind::Custom(name))
     }
@@ -117,7 +126,10 @@ pub struct PayloadDigest {
 impl PayloadDigest {
     /// Digest of `payload`.
     pub fn of(payload: &[u8]) -> Self {
-        PayloadDigest { sha256: Sha256::digest(payload).into(), bytes: payload.len() as u64 }
+        PayloadDigest {
+            sha256: Sha256::digest(payload).into(),
+            bytes: payload.len() as u64,
+        }
     }
 
     /// A digest computed elsewhere (for instance while streaming a file).
@@ -143,7 +155,12 @@ impl PayloadDigest {
 
 impl fmt::Debug for PayloadDigest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PayloadDigest(sha256:{}, {} bytes)", self.sha256_hex(), self.bytes)
+        write!(
+            f,
+            "PayloadDigest(sha256:{}, {} bytes)",
+            self.sha256_hex(),
+            self.bytes
+        )
     }
 }
 
@@ -165,10 +182,20 @@ pub struct EffectDescription {
 impl EffectDescription {
     /// Describes an effect with an empty payload; message type and target must be non-empty
     /// and free of control characters.
-    pub fn new(kind: EffectKind, message_type: impl Into<String>, target: impl Into<String>) -> Result<Self, Error> {
+    pub fn new(
+        kind: EffectKind,
+        message_type: impl Into<String>,
+        target: impl Into<String>,
+    ) -> Result<Self, Error> {
         let message_type = checked_text("message_type", message_type.into())?;
         let target = checked_text("target", target.into())?;
-        Ok(EffectDescription { kind, message_type, target, summary: None, payload: PayloadDigest::of(b"") })
+        Ok(EffectDescription {
+            kind,
+            message_type,
+            target,
+            summary: None,
+            payload: PayloadDigest::of(b""),
+        })
     }
 
     /// Sets the payload digest from the bytes that will be sent.
@@ -227,7 +254,11 @@ fn checked_text(field: &'static str, value: String) -> Result<String, Error> {
         return Err(Error::invalid(field, value, "must not be empty"));
     }
     if value.chars().any(char::is_control) {
-        return Err(Error::invalid(field, value.escape_debug().to_string(), "must not contain control characters"));
+        return Err(Error::invalid(
+            field,
+            value.escape_debug().to_string(),
+            "must not contain control characters",
+        ));
     }
     Ok(value)
 }
@@ -295,14 +326,20 @@ pub struct RedactionPolicy {
 impl Default for RedactionPolicy {
     /// Full targets, summaries shown.
     fn default() -> Self {
-        RedactionPolicy { target: TargetRedaction::Full, summary: true }
+        RedactionPolicy {
+            target: TargetRedaction::Full,
+            summary: true,
+        }
     }
 }
 
 impl RedactionPolicy {
     /// A policy with the given target redaction that shows summaries.
     pub fn new(target: TargetRedaction) -> Self {
-        RedactionPolicy { target, summary: true }
+        RedactionPolicy {
+            target,
+            summary: true,
+        }
     }
 
     /// Whether summaries (subjects, event types) reach the journal.
@@ -331,35 +368,58 @@ mod tests {
         for kind in EffectKind::BUILT_IN {
             assert_eq!(kind.as_str().parse::<EffectKind>().unwrap(), kind);
         }
-        assert_eq!("ledger_post".parse::<EffectKind>().unwrap(), EffectKind::Custom("ledger_post".into()));
+        assert_eq!(
+            "ledger_post".parse::<EffectKind>().unwrap(),
+            EffectKind::Custom("ledger_post".into())
+        );
         assert!(EffectKind::custom("email").is_err());
         let err = EffectKind::custom("Bad Kind").unwrap_err().to_string();
-        assert!(err.contains("effect kind") && err.contains("Bad Kind"), "{err}");
+        assert!(
+            err.contains("effect kind") && err.contains("Bad Kind"),
+            "{err}"
+        );
     }
 
     #[test]
     fn description_rejects_empty_and_control_fields() {
-        let err = EffectDescription::new(EffectKind::Email, "", "a@b.example").unwrap_err().to_string();
+        let err = EffectDescription::new(EffectKind::Email, "", "a@b.example")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("message_type"), "{err}");
-        let err = EffectDescription::new(EffectKind::Email, "x", "a@b\r\n.example").unwrap_err().to_string();
+        let err = EffectDescription::new(EffectKind::Email, "x", "a@b\r\n.example")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("target"), "{err}");
     }
 
     #[test]
     fn payload_digest_is_sha256() {
         let digest = PayloadDigest::of(b"abc");
-        assert_eq!(digest.sha256_hex(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            digest.sha256_hex(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
         assert_eq!(digest.bytes(), 3);
     }
 
     #[test]
     fn redaction_forms() {
-        assert_eq!(TargetRedaction::DomainOnly.apply("a@x.example, b@y.example"), "*@x.example,*@y.example");
-        assert_eq!(TargetRedaction::DomainOnly.apply("sftp://user@host.example/out/a.csv"), "sftp://host.example");
+        assert_eq!(
+            TargetRedaction::DomainOnly.apply("a@x.example, b@y.example"),
+            "*@x.example,*@y.example"
+        );
+        assert_eq!(
+            TargetRedaction::DomainOnly.apply("sftp://user@host.example/out/a.csv"),
+            "sftp://host.example"
+        );
         assert_eq!(TargetRedaction::Full.apply("a@x.example"), "a@x.example");
         let hashed = TargetRedaction::Hashed.apply("a@x.example");
         assert_eq!(hashed.len(), "sha256:".len() + 16);
         assert!(!hashed.contains("x.example"));
-        assert!(TargetRedaction::DomainOnly.apply("orders_total").starts_with("sha256:"));
+        assert!(
+            TargetRedaction::DomainOnly
+                .apply("orders_total")
+                .starts_with("sha256:")
+        );
     }
 }

@@ -45,28 +45,46 @@ use vars::*;
 pub(crate) fn resolve(env: &HashMap<String, String>) -> Result<ReplayContext, Error> {
     let get = |name: &str| env.get(name).map(|v| v.trim().to_owned());
 
-    let pipeline = get(PIPELINE).or_else(|| get(AIRFLOW_DAG_ID)).ok_or(Error::Missing {
-        field: PIPELINE,
-        hint: "set REPLAYSAFE_PIPELINE (or run under Airflow, which sets AIRFLOW_CTX_DAG_ID)",
-    })?;
-    let run_id = get(RUN_ID).or_else(|| get(AIRFLOW_DAG_RUN_ID)).ok_or(Error::Missing {
-        field: RUN_ID,
-        hint: "set REPLAYSAFE_RUN_ID (or run under Airflow, which sets AIRFLOW_CTX_DAG_RUN_ID)",
-    })?;
+    let pipeline = get(PIPELINE)
+        .or_else(|| get(AIRFLOW_DAG_ID))
+        .ok_or(Error::Missing {
+            field: PIPELINE,
+            hint: "set REPLAYSAFE_PIPELINE (or run under Airflow, which sets AIRFLOW_CTX_DAG_ID)",
+        })?;
+    let run_id = get(RUN_ID)
+        .or_else(|| get(AIRFLOW_DAG_RUN_ID))
+        .ok_or(Error::Missing {
+            field: RUN_ID,
+            hint: "set REPLAYSAFE_RUN_ID (or run under Airflow, which sets AIRFLOW_CTX_DAG_RUN_ID)",
+        })?;
 
     let (run_kind, conflict) = match get(RUN_KIND) {
-        Some(explicit) => (explicit.parse().map_err(|_| invalid_kind(RUN_KIND, &explicit))?, None),
+        Some(explicit) => (
+            explicit
+                .parse()
+                .map_err(|_| invalid_kind(RUN_KIND, &explicit))?,
+            None,
+        ),
         None => airflow_run_kind(env)?,
     };
 
-    let replay_flag = get(REPLAY).map(|value| parse_bool(REPLAY, &value)).transpose()?;
+    let replay_flag = get(REPLAY)
+        .map(|value| parse_bool(REPLAY, &value))
+        .transpose()?;
     let mode = match get(MODE) {
-        Some(value) => value.parse::<Mode>().map_err(|_| Error::invalid(MODE, value, "expected live or dry-run"))?,
+        Some(value) => value
+            .parse::<Mode>()
+            .map_err(|_| Error::invalid(MODE, value, "expected live or dry-run"))?,
         None => Mode::Live,
     };
     let window = resolve_window(env)?;
 
-    let mut builder = ReplayContext::builder().pipeline(pipeline).run_id(run_id).run_kind(run_kind).window(window).mode(mode);
+    let mut builder = ReplayContext::builder()
+        .pipeline(pipeline)
+        .run_id(run_id)
+        .run_kind(run_kind)
+        .window(window)
+        .mode(mode);
     if let Some(flag) = replay_flag {
         builder = builder.replay_flag(flag);
     }
@@ -83,7 +101,11 @@ pub(crate) fn resolve(env: &HashMap<String, String>) -> Result<ReplayContext, Er
 }
 
 fn invalid_kind(variable: &'static str, value: &str) -> Error {
-    Error::invalid(variable, value, "expected one of scheduled, manual, retry, resume, replay, backfill, rebuild")
+    Error::invalid(
+        variable,
+        value,
+        "expected one of scheduled, manual, retry, resume, replay, backfill, rebuild",
+    )
 }
 
 /// The kind an Airflow run-id prefix or run type names; `Unknown` for anything else.
@@ -101,7 +123,9 @@ fn airflow_run_kind(env: &HashMap<String, String>) -> Result<(RunKind, Option<St
         let prefix = run_id.split_once("__").map_or("", |(prefix, _)| prefix);
         (prefix.to_owned(), airflow_kind(prefix))
     });
-    let from_type = env.get(AIRFLOW_RUN_TYPE).map(|run_type| airflow_kind(run_type.trim()));
+    let from_type = env
+        .get(AIRFLOW_RUN_TYPE)
+        .map(|run_type| airflow_kind(run_type.trim()));
 
     let (mut kind, conflict) = match (from_prefix, from_type) {
         (None, None) => return Ok((RunKind::Unknown, None)),
@@ -109,7 +133,11 @@ fn airflow_run_kind(env: &HashMap<String, String>) -> Result<(RunKind, Option<St
         (Some((_, by_prefix)), Some(by_type)) if by_prefix == by_type => (by_type, None),
         (Some((prefix, by_prefix)), Some(by_type)) => {
             // The run type is the more reliable source, but a disagreement resolves toward suppression.
-            let kind = if by_prefix.suppresses() && !by_type.suppresses() { by_prefix } else { by_type };
+            let kind = if by_prefix.suppresses() && !by_type.suppresses() {
+                by_prefix
+            } else {
+                by_type
+            };
             let note = format!(
                 "{AIRFLOW_RUN_TYPE} says {by_type} but the run id prefix {prefix:?} says {by_prefix}"
             );
@@ -123,7 +151,13 @@ fn airflow_run_kind(env: &HashMap<String, String>) -> Result<(RunKind, Option<St
             .parse()
             .ok()
             .filter(|n| *n >= 1)
-            .ok_or_else(|| Error::invalid(AIRFLOW_TRY_NUMBER, try_number.as_str(), "expected a positive integer"))?;
+            .ok_or_else(|| {
+                Error::invalid(
+                    AIRFLOW_TRY_NUMBER,
+                    try_number.as_str(),
+                    "expected a positive integer",
+                )
+            })?;
         if try_number > 1 && matches!(kind, RunKind::Scheduled | RunKind::Manual) {
             kind = RunKind::Retry;
         }
@@ -148,21 +182,35 @@ fn parse_time(variable: &'static str, value: &str) -> Result<DateTime<Utc>, Erro
 fn resolve_window(env: &HashMap<String, String>) -> Result<Window, Error> {
     let pairs = [
         (WINDOW_START, WINDOW_END, "REPLAYSAFE_WINDOW_START/_END"),
-        (AIRFLOW_DATA_INTERVAL_START, AIRFLOW_DATA_INTERVAL_END, "AIRFLOW_CTX_DATA_INTERVAL_START/_END"),
+        (
+            AIRFLOW_DATA_INTERVAL_START,
+            AIRFLOW_DATA_INTERVAL_END,
+            "AIRFLOW_CTX_DATA_INTERVAL_START/_END",
+        ),
     ];
     for (start_var, end_var, source_vars) in pairs {
         match (env.get(start_var), env.get(end_var)) {
             (None, None) => continue,
             (Some(_), None) => {
-                return Err(Error::Missing { field: end_var, hint: "a window needs both its start and its end" });
+                return Err(Error::Missing {
+                    field: end_var,
+                    hint: "a window needs both its start and its end",
+                });
             }
             (None, Some(_)) => {
-                return Err(Error::Missing { field: start_var, hint: "a window needs both its start and its end" });
+                return Err(Error::Missing {
+                    field: start_var,
+                    hint: "a window needs both its start and its end",
+                });
             }
             (Some(start), Some(end)) => {
                 let start = parse_time(start_var, start.trim())?;
                 let end = parse_time(end_var, end.trim())?;
-                return Window::new(start, end).map_err(|_| Error::EmptyWindow { source_vars, start, end });
+                return Window::new(start, end).map_err(|_| Error::EmptyWindow {
+                    source_vars,
+                    start,
+                    end,
+                });
             }
         }
     }

@@ -57,7 +57,15 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn invalid(field: &'static str, value: impl Into<String>, problem: impl Into<String>) -> Self {
-        Error::Invalid { field, value: value.into(), problem: problem.into() }
+    pub(crate) fn invalid(
+        field: &'static str,
+        value: impl Into<String>,
+        problem: impl Into<String>,
+    ) -> Self {
+        Error::Invalid {
+            field,
+            value: value.into(),
+            problem: problem.into(),
+        }
     }
 }

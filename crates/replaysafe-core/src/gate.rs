@@ -49,7 +49,10 @@ impl Reason {
 
     /// Whether an opt-in may lift this reason.
     pub fn is_liftable(self) -> bool {
-        matches!(self, Reason::ReplayRun | Reason::ReplayFlag | Reason::StaleWindow)
+        matches!(
+            self,
+            Reason::ReplayRun | Reason::ReplayFlag | Reason::StaleWindow
+        )
     }
 }
 
@@ -121,26 +124,49 @@ impl ReplayContext {
         }
 
         if reasons.is_empty() {
-            return Decision { deliver: true, reasons: vec![Reason::CurrentWindow], opt_in: None };
+            return Decision {
+                deliver: true,
+                reasons: vec![Reason::CurrentWindow],
+                opt_in: None,
+            };
         }
         if !reasons.iter().all(|reason| reason.is_liftable()) {
-            return Decision { deliver: false, reasons, opt_in: None };
+            return Decision {
+                deliver: false,
+                reasons,
+                opt_in: None,
+            };
         }
 
-        let covering = self.opt_ins().iter().filter(|opt_in| opt_in.covers(kind, target));
+        let covering = self
+            .opt_ins()
+            .iter()
+            .filter(|opt_in| opt_in.covers(kind, target));
         let mut expired = None;
         for opt_in in covering {
             if opt_in.is_expired(now) {
                 expired.get_or_insert(opt_in);
             } else {
                 reasons.push(Reason::OptIn);
-                return Decision { deliver: true, reasons, opt_in: Some(opt_in.clone()) };
+                return Decision {
+                    deliver: true,
+                    reasons,
+                    opt_in: Some(opt_in.clone()),
+                };
             }
         }
         if let Some(expired) = expired {
             reasons.push(Reason::OptInExpired);
-            return Decision { deliver: false, reasons, opt_in: Some(expired.clone()) };
+            return Decision {
+                deliver: false,
+                reasons,
+                opt_in: Some(expired.clone()),
+            };
         }
-        Decision { deliver: false, reasons, opt_in: None }
+        Decision {
+            deliver: false,
+            reasons,
+            opt_in: None,
+        }
     }
 }

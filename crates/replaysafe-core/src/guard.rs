@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use crate::journal::{Journal, JournalDecision, JournalError, JournalRecord};
 use crate::{
-    Classify, Decision, Delivery, EffectClient, EffectDescription, IdempotencyKey, Reason, RedactionPolicy,
-    ReplayContext, RetryPolicy,
+    Classify, Decision, Delivery, EffectClient, EffectDescription, IdempotencyKey, Reason,
+    RedactionPolicy, ReplayContext, RetryPolicy,
 };
 
 /// Wraps an [`EffectClient`] so that every effect goes through the gate and the journal.
@@ -157,12 +157,22 @@ impl<C: EffectClient> Guard<C> {
     /// Guards `inner`, journaling to `journal`, with the default retry policy and the
     /// client's own redaction policy.
     pub fn new(inner: C, journal: impl Journal + 'static) -> Self {
-        Guard { inner, journal: Arc::new(journal), retry: RetryPolicy::default(), redaction: None }
+        Guard {
+            inner,
+            journal: Arc::new(journal),
+            retry: RetryPolicy::default(),
+            redaction: None,
+        }
     }
 
     /// Guards `inner` with a journal shared with other guards.
     pub fn with_shared_journal(inner: C, journal: Arc<dyn Journal>) -> Self {
-        Guard { inner, journal, retry: RetryPolicy::default(), redaction: None }
+        Guard {
+            inner,
+            journal,
+            retry: RetryPolicy::default(),
+            redaction: None,
+        }
     }
 
     /// Replaces the retry policy.
@@ -209,7 +219,10 @@ impl<C: EffectClient> Guard<C> {
         cx: &ReplayContext,
         effect: &C::Effect,
     ) -> Result<(EffectDescription, IdempotencyKey, Decision), SendError<C::Error>> {
-        let description = self.inner.describe(cx, effect).map_err(SendError::Invalid)?;
+        let description = self
+            .inner
+            .describe(cx, effect)
+            .map_err(SendError::Invalid)?;
         let key = IdempotencyKey::derive(
             cx.pipeline(),
             description.kind(),
@@ -222,7 +235,11 @@ impl<C: EffectClient> Guard<C> {
     }
 
     /// Sends `effect` if the gate allows it; see the type's docs for what happens.
-    pub async fn send(&self, cx: &ReplayContext, effect: &C::Effect) -> Result<Outcome<C::Receipt>, SendError<C::Error>> {
+    pub async fn send(
+        &self,
+        cx: &ReplayContext,
+        effect: &C::Effect,
+    ) -> Result<Outcome<C::Receipt>, SendError<C::Error>> {
         let (description, key, decision) = self.preview(cx, effect)?;
         let redaction = self.redaction();
         let mut record = JournalRecord::for_decision(cx, &description, &key, &decision, redaction);
@@ -240,15 +257,29 @@ impl<C: EffectClient> Guard<C> {
                 record.effect.message_type,
                 record.effect.target,
             );
-            self.journal.append(&record).map_err(|source| SendError::Journal { delivered: false, source })?;
-            return Ok(Outcome::Suppressed(Suppressed { key, reasons: decision.reasons().to_vec(), description }));
+            self.journal
+                .append(&record)
+                .map_err(|source| SendError::Journal {
+                    delivered: false,
+                    source,
+                })?;
+            return Ok(Outcome::Suppressed(Suppressed {
+                key,
+                reasons: decision.reasons().to_vec(),
+                description,
+            }));
         }
 
         let started = tokio::time::Instant::now();
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let delivery = Delivery { context: cx, key: &key, description: &description, attempt };
+            let delivery = Delivery {
+                context: cx,
+                key: &key,
+                description: &description,
+                attempt,
+            };
             let result = self.inner.deliver(&delivery, effect).await;
             record.ts = cx.now();
             record.attempt = attempt;
@@ -265,7 +296,12 @@ impl<C: EffectClient> Guard<C> {
                         record.effect.message_type,
                         record.effect.target,
                     );
-                    self.journal.append(&record).map_err(|source| SendError::Journal { delivered: true, source })?;
+                    self.journal
+                        .append(&record)
+                        .map_err(|source| SendError::Journal {
+                            delivered: true,
+                            source,
+                        })?;
                     return Ok(Outcome::Delivered(Delivered {
                         receipt,
                         key,
@@ -286,12 +322,20 @@ impl<C: EffectClient> Guard<C> {
                         record.effect.message_type,
                         record.effect.target,
                     );
-                    self.journal.append(&record).map_err(|source| SendError::Journal { delivered: false, source })?;
+                    self.journal
+                        .append(&record)
+                        .map_err(|source| SendError::Journal {
+                            delivered: false,
+                            source,
+                        })?;
 
                     let delay = self.retry.delay(attempt, error.retry_after());
                     let out_of_time = started.elapsed() + delay > self.retry.max_elapsed();
                     if error.is_permanent() || attempt >= self.retry.max_attempts() || out_of_time {
-                        return Err(SendError::Failed { attempts: attempt, source: error });
+                        return Err(SendError::Failed {
+                            attempts: attempt,
+                            source: error,
+                        });
                     }
                     tokio::time::sleep(delay).await;
                 }
@@ -311,7 +355,11 @@ pub struct GuardLayer {
 impl GuardLayer {
     /// Guards will journal to `journal`.
     pub fn new(journal: Arc<dyn Journal>) -> Self {
-        GuardLayer { journal, retry: RetryPolicy::default(), redaction: None }
+        GuardLayer {
+            journal,
+            retry: RetryPolicy::default(),
+            redaction: None,
+        }
     }
 
     /// Guards will retry under `retry`.
@@ -328,6 +376,11 @@ impl GuardLayer {
 
     /// Wraps a client.
     pub fn layer<C: EffectClient>(&self, client: C) -> Guard<C> {
-        Guard { inner: client, journal: Arc::clone(&self.journal), retry: self.retry, redaction: self.redaction }
+        Guard {
+            inner: client,
+            journal: Arc::clone(&self.journal),
+            retry: self.retry,
+            redaction: self.redaction,
+        }
     }
 }

@@ -88,9 +88,15 @@ impl IdempotencyKey {
     pub fn parse(value: &str) -> Result<Self, Error> {
         let well_formed = !value.is_empty()
             && value.len() <= 64
-            && value.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            && value
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         if !well_formed {
-            return Err(Error::invalid("idempotency_key", value, "expected 1 to 64 lowercase hex characters"));
+            return Err(Error::invalid(
+                "idempotency_key",
+                value,
+                "expected 1 to 64 lowercase hex characters",
+            ));
         }
         Ok(IdempotencyKey(value.to_owned()))
     }

@@ -103,7 +103,9 @@ pub use effect::{EffectDescription, EffectKind, PayloadDigest, RedactionPolicy, 
 pub use error::Error;
 pub use gate::{Decision, Reason};
 pub use guard::{Delivered, Guard, GuardLayer, Outcome, SendError, Suppressed};
-pub use journal::{Journal, JournalRecord, JsonlJournal, MemoryJournal, NoopJournal, TracingJournal};
+pub use journal::{
+    Journal, JournalRecord, JsonlJournal, MemoryJournal, NoopJournal, TracingJournal,
+};
 pub use key::{IdempotencyKey, rfc3339};
 pub use policy::{Mode, OptIn, RecencyPolicy};
 pub use retry::RetryPolicy;

@@ -54,10 +54,17 @@ impl Default for RecencyPolicy {
     fn default() -> Self {
         let mut max_age = BTreeMap::new();
         for kind in EffectKind::BUILT_IN {
-            let age = if kind == EffectKind::Alert { TimeDelta::hours(1) } else { TimeDelta::hours(6) };
+            let age = if kind == EffectKind::Alert {
+                TimeDelta::hours(1)
+            } else {
+                TimeDelta::hours(6)
+            };
             max_age.insert(kind, age);
         }
-        RecencyPolicy { default_max_age: TimeDelta::hours(6), max_age }
+        RecencyPolicy {
+            default_max_age: TimeDelta::hours(6),
+            max_age,
+        }
     }
 }
 
@@ -65,7 +72,11 @@ impl RecencyPolicy {
     /// Sets the max age of one kind; a negative age is [`Error::Invalid`].
     pub fn with_max_age(mut self, kind: EffectKind, max_age: TimeDelta) -> Result<Self, Error> {
         if max_age < TimeDelta::zero() {
-            return Err(Error::invalid("max_age", format!("{kind}={max_age}"), "must not be negative"));
+            return Err(Error::invalid(
+                "max_age",
+                format!("{kind}={max_age}"),
+                "must not be negative",
+            ));
         }
         self.max_age.insert(kind, max_age);
         Ok(self)
@@ -73,11 +84,19 @@ impl RecencyPolicy {
 
     /// The max age of `kind` (custom kinds without a setting get 6 h).
     pub fn max_age(&self, kind: &EffectKind) -> TimeDelta {
-        self.max_age.get(kind).copied().unwrap_or(self.default_max_age)
+        self.max_age
+            .get(kind)
+            .copied()
+            .unwrap_or(self.default_max_age)
     }
 
     /// Whether a window that ended at `window_end` is stale for `kind` at `now`.
-    pub fn is_stale(&self, kind: &EffectKind, window_end: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+    pub fn is_stale(
+        &self,
+        kind: &EffectKind,
+        window_end: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> bool {
         now - window_end > self.max_age(kind)
     }
 }
@@ -121,12 +140,24 @@ impl OptIn {
         let reason = reason.into();
         let approved_by = approved_by.into();
         if reason.trim().is_empty() {
-            return Err(Error::Missing { field: "opt_in.reason", hint: "an opt-in needs a non-empty reason" });
+            return Err(Error::Missing {
+                field: "opt_in.reason",
+                hint: "an opt-in needs a non-empty reason",
+            });
         }
         if approved_by.trim().is_empty() {
-            return Err(Error::Missing { field: "opt_in.approved_by", hint: "an opt-in needs an approver" });
+            return Err(Error::Missing {
+                field: "opt_in.approved_by",
+                hint: "an opt-in needs an approver",
+            });
         }
-        Ok(OptIn { reason, approved_by, expires_at, kinds: BTreeSet::new(), targets: None })
+        Ok(OptIn {
+            reason,
+            approved_by,
+            expires_at,
+            kinds: BTreeSet::new(),
+            targets: None,
+        })
     }
 
     /// Adds an effect kind.
@@ -137,7 +168,9 @@ impl OptIn {
 
     /// Restricts the opt-in to exact targets (as the adapter describes them); may be called repeatedly.
     pub fn for_target(mut self, target: impl Into<String>) -> Self {
-        self.targets.get_or_insert_with(BTreeSet::new).insert(target.into());
+        self.targets
+            .get_or_insert_with(BTreeSet::new)
+            .insert(target.into());
         self
     }
 
@@ -158,7 +191,11 @@ impl OptIn {
 
     /// Whether it covers this kind and target, ignoring expiry.
     pub fn covers(&self, kind: &EffectKind, target: &str) -> bool {
-        self.kinds.contains(kind) && self.targets.as_ref().is_none_or(|targets| targets.contains(target))
+        self.kinds.contains(kind)
+            && self
+                .targets
+                .as_ref()
+                .is_none_or(|targets| targets.contains(target))
     }
 
     /// Whether it has expired at `now` (expiry is exclusive: at `expires_at` it is over).
@@ -189,13 +226,26 @@ mod tests {
         let policy = RecencyPolicy::default();
         assert_eq!(policy.max_age(&EffectKind::Email), TimeDelta::hours(6));
         assert_eq!(policy.max_age(&EffectKind::Alert), TimeDelta::hours(1));
-        assert_eq!(policy.max_age(&EffectKind::Custom("x".into())), TimeDelta::hours(6));
+        assert_eq!(
+            policy.max_age(&EffectKind::Custom("x".into())),
+            TimeDelta::hours(6)
+        );
     }
 
     #[test]
     fn opt_in_requires_reason_and_approver() {
         let expires = Utc.with_ymd_and_hms(2026, 9, 1, 0, 0, 0).unwrap();
-        assert!(OptIn::new(" ", "jane", expires).unwrap_err().to_string().contains("opt_in.reason"));
-        assert!(OptIn::new("why", "", expires).unwrap_err().to_string().contains("opt_in.approved_by"));
+        assert!(
+            OptIn::new(" ", "jane", expires)
+                .unwrap_err()
+                .to_string()
+                .contains("opt_in.reason")
+        );
+        assert!(
+            OptIn::new("why", "", expires)
+                .unwrap_err()
+                .to_string()
+                .contains("opt_in.approved_by")
+        );
     }
 }

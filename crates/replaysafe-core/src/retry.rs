@@ -30,7 +30,10 @@ impl Default for RetryPolicy {
 impl RetryPolicy {
     /// One attempt, no retries.
     pub fn none() -> Self {
-        RetryPolicy { max_attempts: 1, ..RetryPolicy::default() }
+        RetryPolicy {
+            max_attempts: 1,
+            ..RetryPolicy::default()
+        }
     }
 
     /// Total attempts including the first (at least 1).
@@ -70,7 +73,9 @@ impl RetryPolicy {
     /// The upper bound of the jittered delay after failed attempt `attempt` (from 1).
     pub fn backoff_ceiling(&self, attempt: u32) -> Duration {
         let exponent = attempt.saturating_sub(1).min(31);
-        self.base_delay.saturating_mul(1u32 << exponent).min(self.max_delay)
+        self.base_delay
+            .saturating_mul(1u32 << exponent)
+            .min(self.max_delay)
     }
 
     /// The delay after failed attempt `attempt`: `retry_after` if given, else full jitter.
@@ -102,7 +107,10 @@ mod tests {
         for attempt in 1..10 {
             assert!(policy.delay(attempt, None) <= policy.backoff_ceiling(attempt));
         }
-        assert_eq!(policy.delay(1, Some(Duration::from_secs(7))), Duration::from_secs(7));
+        assert_eq!(
+            policy.delay(1, Some(Duration::from_secs(7))),
+            Duration::from_secs(7)
+        );
         assert_eq!(RetryPolicy::none().max_attempts(), 1);
     }
 }

@@ -110,7 +110,11 @@ impl RunId {
             return Err(Error::invalid("run_id", id, "must not be empty"));
         }
         if id.chars().any(char::is_control) {
-            return Err(Error::invalid("run_id", id, "must not contain control characters"));
+            return Err(Error::invalid(
+                "run_id",
+                id,
+                "must not contain control characters",
+            ));
         }
         Ok(RunId(id))
     }
@@ -135,16 +139,25 @@ mod tests {
     fn names_round_trip() {
         for kind in RunKind::ALL {
             assert_eq!(kind.as_str().parse::<RunKind>().unwrap(), kind);
-            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{}\"", kind.as_str()));
+            assert_eq!(
+                serde_json::to_string(&kind).unwrap(),
+                format!("\"{}\"", kind.as_str())
+            );
         }
         let err = "Backfill".parse::<RunKind>().unwrap_err().to_string();
-        assert!(err.contains("run_kind") && err.contains("Backfill"), "{err}");
+        assert!(
+            err.contains("run_kind") && err.contains("Backfill"),
+            "{err}"
+        );
     }
 
     #[test]
     fn replay_kinds() {
         let replays: Vec<_> = RunKind::ALL.into_iter().filter(|k| k.is_replay()).collect();
-        assert_eq!(replays, [RunKind::Replay, RunKind::Backfill, RunKind::Rebuild]);
+        assert_eq!(
+            replays,
+            [RunKind::Replay, RunKind::Backfill, RunKind::Rebuild]
+        );
         assert!(RunKind::Unknown.suppresses());
         assert!(!RunKind::Retry.suppresses());
     }

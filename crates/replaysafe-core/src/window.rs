@@ -49,7 +49,10 @@ impl TryFrom<RawWindow> for Window {
 
 impl From<Window> for RawWindow {
     fn from(window: Window) -> Self {
-        RawWindow { start: window.start, end: window.end }
+        RawWindow {
+            start: window.start,
+            end: window.end,
+        }
     }
 }
 
@@ -120,7 +123,11 @@ impl Window {
         if step <= TimeDelta::zero() {
             return Err(Error::InvalidStep { step });
         }
-        Ok(Windows { next_start: self.start, end: self.end, step })
+        Ok(Windows {
+            next_start: self.start,
+            end: self.end,
+            step,
+        })
     }
 }
 
@@ -151,7 +158,9 @@ impl Iterator for Windows {
             return None;
         }
         let start = self.next_start;
-        let end = start.checked_add_signed(self.step).map_or(self.end, |e| e.min(self.end));
+        let end = start
+            .checked_add_signed(self.step)
+            .map_or(self.end, |e| e.min(self.end));
         self.next_start = end;
         Some(Window { start, end })
     }
@@ -170,8 +179,14 @@ mod tests {
 
     #[test]
     fn inverted_and_empty_windows_are_errors() {
-        assert!(matches!(Window::new(at(2, 0), at(1, 0)), Err(Error::InvalidWindow { .. })));
-        assert!(matches!(Window::new(at(2, 0), at(2, 0)), Err(Error::InvalidWindow { .. })));
+        assert!(matches!(
+            Window::new(at(2, 0), at(1, 0)),
+            Err(Error::InvalidWindow { .. })
+        ));
+        assert!(matches!(
+            Window::new(at(2, 0), at(2, 0)),
+            Err(Error::InvalidWindow { .. })
+        ));
     }
 
     #[test]
@@ -193,14 +208,20 @@ mod tests {
     #[test]
     fn zero_step_is_an_error() {
         let range = Window::new(at(1, 0), at(2, 0)).unwrap();
-        assert!(matches!(range.split(TimeDelta::zero()), Err(Error::InvalidStep { .. })));
+        assert!(matches!(
+            range.split(TimeDelta::zero()),
+            Err(Error::InvalidStep { .. })
+        ));
     }
 
     #[test]
     fn serde_round_trip_rejects_inverted() {
         let window = Window::new(at(1, 0), at(2, 0)).unwrap();
         let json = serde_json::to_string(&window).unwrap();
-        assert_eq!(json, r#"{"start":"2026-08-01T00:00:00Z","end":"2026-08-02T00:00:00Z"}"#);
+        assert_eq!(
+            json,
+            r#"{"start":"2026-08-01T00:00:00Z","end":"2026-08-02T00:00:00Z"}"#
+        );
         assert_eq!(serde_json::from_str::<Window>(&json).unwrap(), window);
         let inverted = r#"{"start":"2026-08-02T00:00:00Z","end":"2026-08-01T00:00:00Z"}"#;
         assert!(serde_json::from_str::<Window>(inverted).is_err());

@@ -10,7 +10,9 @@ use replaysafe_core::{FixedClock, ReplayContext, RunKind, Window};
 
 /// The fixed "now" of these contexts: 2026-08-06T01:00:00Z.
 pub fn now() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 8, 6, 1, 0, 0).single().expect("valid fixed time")
+    Utc.with_ymd_and_hms(2026, 8, 6, 1, 0, 0)
+        .single()
+        .expect("valid fixed time")
 }
 
 /// The current window: `[2026-08-05, 2026-08-06)`.
@@ -28,7 +30,11 @@ pub fn last_month_window() -> Window {
 pub fn builder(kind: RunKind, window: Window) -> replaysafe_core::ReplayContextBuilder {
     ReplayContext::builder()
         .pipeline("daily_orders")
-        .run_id(format!("{}__{}", kind.as_str(), replaysafe_core::rfc3339(window.start())))
+        .run_id(format!(
+            "{}__{}",
+            kind.as_str(),
+            replaysafe_core::rfc3339(window.start())
+        ))
         .run_kind(kind)
         .window(window)
         .clock(Arc::new(FixedClock::new(now())))
@@ -56,7 +62,10 @@ pub fn replay() -> ReplayContext {
 /// A scheduled run of a window from two days ago: suppressed (`stale_window`).
 pub fn stale() -> ReplayContext {
     let end = now() - TimeDelta::days(2);
-    build(builder(RunKind::Scheduled, Window::new(end - TimeDelta::days(1), end).expect("valid window")))
+    build(builder(
+        RunKind::Scheduled,
+        Window::new(end - TimeDelta::days(1), end).expect("valid window"),
+    ))
 }
 
 /// A run whose kind could not be established: suppressed (`unknown_context`).

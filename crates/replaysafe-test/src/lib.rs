@@ -32,7 +32,9 @@ use replaysafe_core::{
     Classify, Delivery, EffectClient, EffectDescription, EffectKind, IdempotencyKey, ReplayContext,
 };
 
+pub mod bench;
 pub mod contexts;
+pub mod services;
 
 /// A generic effect for tests: any kind, message type, target and payload.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,12 +54,21 @@ pub struct TestEffect {
 impl TestEffect {
     /// An effect of `kind` to `target` with message type `test` and an empty payload.
     pub fn new(kind: EffectKind, target: impl Into<String>) -> Self {
-        TestEffect { kind, message_type: "test".into(), target: target.into(), payload: Vec::new(), summary: None }
+        TestEffect {
+            kind,
+            message_type: "test".into(),
+            target: target.into(),
+            payload: Vec::new(),
+            summary: None,
+        }
     }
 
     /// An email effect to `recipient` with message type `daily_summary`.
     pub fn email(recipient: impl Into<String>) -> Self {
-        TestEffect { message_type: "daily_summary".into(), ..TestEffect::new(EffectKind::Email, recipient) }
+        TestEffect {
+            message_type: "daily_summary".into(),
+            ..TestEffect::new(EffectKind::Email, recipient)
+        }
     }
 
     /// Sets the payload.
@@ -80,9 +91,10 @@ impl TestEffect {
 
     /// The description the test clients give this effect.
     pub fn describe(&self) -> Result<EffectDescription, TestError> {
-        let description = EffectDescription::new(self.kind.clone(), &self.message_type, &self.target)
-            .map_err(|e| TestError::Invalid(e.to_string()))?
-            .with_payload(&self.payload);
+        let description =
+            EffectDescription::new(self.kind.clone(), &self.message_type, &self.target)
+                .map_err(|e| TestError::Invalid(e.to_string()))?
+                .with_payload(&self.payload);
         Ok(match &self.summary {
             Some(summary) => description.with_summary(summary),
             None => description,
@@ -145,7 +157,10 @@ impl RecordingClient {
 
     /// Everything delivered so far.
     pub fn delivered(&self) -> Vec<Received> {
-        self.received.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+        self.received
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 }
 
@@ -155,16 +170,27 @@ impl EffectClient for RecordingClient {
     type Receipt = IdempotencyKey;
     type Error = TestError;
 
-    fn describe(&self, _cx: &ReplayContext, effect: &TestEffect) -> Result<EffectDescription, TestError> {
+    fn describe(
+        &self,
+        _cx: &ReplayContext,
+        effect: &TestEffect,
+    ) -> Result<EffectDescription, TestError> {
         effect.describe()
     }
 
-    async fn deliver(&self, delivery: &Delivery<'_>, effect: &TestEffect) -> Result<IdempotencyKey, TestError> {
-        self.received.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(Received {
-            effect: effect.clone(),
-            key: delivery.key().clone(),
-            attempt: delivery.attempt(),
-        });
+    async fn deliver(
+        &self,
+        delivery: &Delivery<'_>,
+        effect: &TestEffect,
+    ) -> Result<IdempotencyKey, TestError> {
+        self.received
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(Received {
+                effect: effect.clone(),
+                key: delivery.key().clone(),
+                attempt: delivery.attempt(),
+            });
         Ok(delivery.key().clone())
     }
 }
@@ -186,7 +212,11 @@ impl EffectClient for MockEffectClient {
     type Receipt = ();
     type Error = TestError;
 
-    fn describe(&self, _cx: &ReplayContext, effect: &TestEffect) -> Result<EffectDescription, TestError> {
+    fn describe(
+        &self,
+        _cx: &ReplayContext,
+        effect: &TestEffect,
+    ) -> Result<EffectDescription, TestError> {
         self.describe_effect(effect)
     }
 
@@ -199,7 +229,8 @@ impl MockEffectClient {
     /// A mock whose `describe` answers with [`TestEffect::describe`], any number of times.
     pub fn describing() -> Self {
         let mut mock = MockEffectClient::new();
-        mock.expect_describe_effect().returning(TestEffect::describe);
+        mock.expect_describe_effect()
+            .returning(TestEffect::describe);
         mock
     }
 }

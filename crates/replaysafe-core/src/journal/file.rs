@@ -33,10 +33,17 @@ impl JsonlJournal {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| JournalError::io(&shown, e))?;
         }
-        let file = OpenOptions::new().create(true).append(true).open(&path).map_err(|e| JournalError::io(&shown, e))?;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| JournalError::io(&shown, e))?;
         Ok(JsonlJournal {
             path,
-            state: Mutex::new(State { writer: BufWriter::with_capacity(BUFFER_BYTES, file), line: Vec::with_capacity(512) }),
+            state: Mutex::new(State {
+                writer: BufWriter::with_capacity(BUFFER_BYTES, file),
+                line: Vec::with_capacity(512),
+            }),
         })
     }
 
@@ -52,7 +59,10 @@ impl JsonlJournal {
 
 impl Journal for JsonlJournal {
     fn append(&self, record: &JournalRecord) -> Result<(), JournalError> {
-        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let State { writer, line } = &mut *state;
         line.clear();
         serde_json::to_writer(&mut *line, record).map_err(|e| self.error(e.into()))?;
@@ -61,7 +71,10 @@ impl Journal for JsonlJournal {
     }
 
     fn flush(&self) -> Result<(), JournalError> {
-        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         state.writer.flush().map_err(|e| self.error(e))
     }
 }

@@ -86,7 +86,10 @@ pub struct JournalError {
 
 impl JournalError {
     pub(crate) fn io(path: impl Into<String>, source: std::io::Error) -> Self {
-        JournalError { path: path.into(), source }
+        JournalError {
+            path: path.into(),
+            source,
+        }
     }
 }
 
@@ -215,19 +218,34 @@ impl JournalRecord {
         JournalRecord {
             v: SCHEMA_VERSION,
             ts: cx.now(),
-            decision: if decision.is_delivered() { JournalDecision::Delivered } else { JournalDecision::Suppressed },
-            reasons: decision.reasons().iter().map(|r| r.as_str().to_owned()).collect(),
+            decision: if decision.is_delivered() {
+                JournalDecision::Delivered
+            } else {
+                JournalDecision::Suppressed
+            },
+            reasons: decision
+                .reasons()
+                .iter()
+                .map(|r| r.as_str().to_owned())
+                .collect(),
             pipeline: cx.pipeline().to_owned(),
             run_id: cx.run_id().as_str().to_owned(),
             run_kind: cx.run_kind().as_str().to_owned(),
             backfill_id: cx.backfill_id().map(str::to_owned),
-            window: RecordWindow { start: window.start(), end: window.end() },
+            window: RecordWindow {
+                start: window.start(),
+                end: window.end(),
+            },
             effect: RecordEffect {
                 kind: description.kind().as_str().to_owned(),
                 message_type: description.message_type().to_owned(),
                 target: redaction.target().apply(description.target()),
                 idempotency_key: key.as_str().to_owned(),
-                summary: if redaction.shows_summaries() { description.summary().map(str::to_owned) } else { None },
+                summary: if redaction.shows_summaries() {
+                    description.summary().map(str::to_owned)
+                } else {
+                    None
+                },
                 payload_sha256: description.payload().sha256_hex(),
                 payload_bytes: description.payload().bytes(),
             },
@@ -244,13 +262,20 @@ pub mod rfc3339 {
     use serde::{Deserialize, Deserializer, Serializer};
 
     /// Writes the canonical form.
-    pub fn serialize<S: Serializer>(instant: &DateTime<Utc>, serializer: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(
+        instant: &DateTime<Utc>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&crate::key::rfc3339(*instant))
     }
 
     /// Reads any RFC 3339 time and converts it to UTC.
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<DateTime<Utc>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<DateTime<Utc>, D::Error> {
         let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-        DateTime::parse_from_rfc3339(&text).map(|t| t.with_timezone(&Utc)).map_err(serde::de::Error::custom)
+        DateTime::parse_from_rfc3339(&text)
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(serde::de::Error::custom)
     }
 }

@@ -28,7 +28,9 @@ pub enum ReadError {
         problem: String,
     },
     /// A line from a newer writer.
-    #[error("{path}:{line}: journal schema version {version} is newer than this reader (version {SCHEMA_VERSION}); upgrade replaysafe")]
+    #[error(
+        "{path}:{line}: journal schema version {version} is newer than this reader (version {SCHEMA_VERSION}); upgrade replaysafe"
+    )]
     UnsupportedVersion {
         /// The file.
         path: String,
@@ -62,15 +64,26 @@ impl JournalReader<BufReader<File>> {
     /// Opens a journal file.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, ReadError> {
         let path = path.as_ref();
-        let file = File::open(path).map_err(|source| ReadError::Io { path: path.display().to_string(), source })?;
-        Ok(JournalReader::new(BufReader::with_capacity(256 * 1024, file), path.display().to_string()))
+        let file = File::open(path).map_err(|source| ReadError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(JournalReader::new(
+            BufReader::with_capacity(256 * 1024, file),
+            path.display().to_string(),
+        ))
     }
 }
 
 impl<R: BufRead> JournalReader<R> {
     /// Reads from `input`; `name` is used in error messages.
     pub fn new(input: R, name: impl Into<String>) -> Self {
-        JournalReader { input, name: name.into(), line_number: 0, buffer: String::new() }
+        JournalReader {
+            input,
+            name: name.into(),
+            line_number: 0,
+            buffer: String::new(),
+        }
     }
 
     /// The number of the last line read.
@@ -84,17 +97,27 @@ impl<R: BufRead> JournalReader<R> {
             v: Option<u64>,
         }
         match serde_json::from_str::<JournalRecord>(text) {
-            Ok(record) if u64::from(record.v) > u64::from(SCHEMA_VERSION) => Err(ReadError::UnsupportedVersion {
-                path: self.name.clone(),
-                line: self.line_number,
-                version: u64::from(record.v),
-            }),
+            Ok(record) if u64::from(record.v) > u64::from(SCHEMA_VERSION) => {
+                Err(ReadError::UnsupportedVersion {
+                    path: self.name.clone(),
+                    line: self.line_number,
+                    version: u64::from(record.v),
+                })
+            }
             Ok(record) => Ok(record),
             Err(error) => match serde_json::from_str::<Version>(text) {
                 Ok(Version { v: Some(version) }) if version > u64::from(SCHEMA_VERSION) => {
-                    Err(ReadError::UnsupportedVersion { path: self.name.clone(), line: self.line_number, version })
+                    Err(ReadError::UnsupportedVersion {
+                        path: self.name.clone(),
+                        line: self.line_number,
+                        version,
+                    })
                 }
-                _ => Err(ReadError::Malformed { path: self.name.clone(), line: self.line_number, problem: error.to_string() }),
+                _ => Err(ReadError::Malformed {
+                    path: self.name.clone(),
+                    line: self.line_number,
+                    problem: error.to_string(),
+                }),
             },
         }
     }
@@ -116,7 +139,12 @@ impl<R: BufRead> Iterator for JournalReader<R> {
                     }
                     return Some(self.parse(text));
                 }
-                Err(source) => return Some(Err(ReadError::Io { path: self.name.clone(), source })),
+                Err(source) => {
+                    return Some(Err(ReadError::Io {
+                        path: self.name.clone(),
+                        source,
+                    }));
+                }
             }
         }
     }

@@ -16,12 +16,18 @@ impl MemoryJournal {
 
     /// A copy of every record so far.
     pub fn records(&self) -> Vec<JournalRecord> {
-        self.records.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+        self.records
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
     /// How many records so far.
     pub fn len(&self) -> usize {
-        self.records.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).len()
+        self.records
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .len()
     }
 
     /// Whether no record was appended.
@@ -32,7 +38,10 @@ impl MemoryJournal {
 
 impl Journal for MemoryJournal {
     fn append(&self, record: &JournalRecord) -> Result<(), JournalError> {
-        self.records.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(record.clone());
+        self.records
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(record.clone());
         Ok(())
     }
 }

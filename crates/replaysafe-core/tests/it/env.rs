@@ -2,8 +2,10 @@ use replaysafe_core::{EffectKind, Error, Mode, Reason, ReplayContext, RunKind};
 
 use crate::support::at;
 
-const WINDOW: [(&str, &str); 2] =
-    [("REPLAYSAFE_WINDOW_START", "2026-08-05T00:00:00Z"), ("REPLAYSAFE_WINDOW_END", "2026-08-06T00:00:00Z")];
+const WINDOW: [(&str, &str); 2] = [
+    ("REPLAYSAFE_WINDOW_START", "2026-08-05T00:00:00Z"),
+    ("REPLAYSAFE_WINDOW_END", "2026-08-06T00:00:00Z"),
+];
 
 fn resolve(vars: &[(&str, &str)]) -> Result<ReplayContext, Error> {
     ReplayContext::from_vars(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))
@@ -13,7 +15,10 @@ fn airflow(run_id: &str, extra: &[(&'static str, &'static str)]) -> Result<Repla
     let mut vars = vec![
         ("AIRFLOW_CTX_DAG_ID", "daily_orders"),
         ("AIRFLOW_CTX_DAG_RUN_ID", run_id),
-        ("AIRFLOW_CTX_DATA_INTERVAL_START", "2026-08-05T00:00:00+00:00"),
+        (
+            "AIRFLOW_CTX_DATA_INTERVAL_START",
+            "2026-08-05T00:00:00+00:00",
+        ),
         ("AIRFLOW_CTX_DATA_INTERVAL_END", "2026-08-06T00:00:00+00:00"),
     ];
     vars.extend_from_slice(extra);
@@ -42,7 +47,10 @@ fn every_replaysafe_variable_is_read() {
     assert_eq!(cx.window().end(), at(2026, 8, 6, 0));
     assert_eq!(cx.backfill_id(), Some("bf-2026-08"));
     assert_eq!(cx.mode(), Mode::DryRun);
-    assert_eq!(cx.journal_path().unwrap().to_str(), Some("/tmp/journal.jsonl"));
+    assert_eq!(
+        cx.journal_path().unwrap().to_str(),
+        Some("/tmp/journal.jsonl")
+    );
 }
 
 #[test]
@@ -66,7 +74,10 @@ fn airflow_prefixes_give_the_run_kind() {
         ("scheduled__2026-08-06T01:00:00+00:00", RunKind::Scheduled),
         ("manual__2026-11-29T14:11:54.836492+00:00", RunKind::Manual),
         ("backfill__2026-08-05T00:00:00+00:00", RunKind::Backfill),
-        ("asset_triggered__2026-08-06T01:00:00+00:00", RunKind::Scheduled),
+        (
+            "asset_triggered__2026-08-06T01:00:00+00:00",
+            RunKind::Scheduled,
+        ),
     ];
     for (run_id, kind) in cases {
         let cx = airflow(run_id, &[]).unwrap();
@@ -89,37 +100,76 @@ fn unknown_airflow_prefix_is_unknown_and_suppresses() {
 
 #[test]
 fn no_run_kind_information_is_unknown() {
-    let cx = resolve(&[("REPLAYSAFE_PIPELINE", "p"), ("REPLAYSAFE_RUN_ID", "r"), WINDOW[0], WINDOW[1]]).unwrap();
+    let cx = resolve(&[
+        ("REPLAYSAFE_PIPELINE", "p"),
+        ("REPLAYSAFE_RUN_ID", "r"),
+        WINDOW[0],
+        WINDOW[1],
+    ])
+    .unwrap();
     assert_eq!(cx.run_kind(), RunKind::Unknown);
 }
 
 #[test]
 fn try_number_above_one_is_a_retry_but_not_for_backfills() {
-    let scheduled = airflow("scheduled__2026-08-06T01:00:00+00:00", &[("AIRFLOW_CTX_TRY_NUMBER", "2")]).unwrap();
+    let scheduled = airflow(
+        "scheduled__2026-08-06T01:00:00+00:00",
+        &[("AIRFLOW_CTX_TRY_NUMBER", "2")],
+    )
+    .unwrap();
     assert_eq!(scheduled.run_kind(), RunKind::Retry);
-    let first = airflow("scheduled__2026-08-06T01:00:00+00:00", &[("AIRFLOW_CTX_TRY_NUMBER", "1")]).unwrap();
+    let first = airflow(
+        "scheduled__2026-08-06T01:00:00+00:00",
+        &[("AIRFLOW_CTX_TRY_NUMBER", "1")],
+    )
+    .unwrap();
     assert_eq!(first.run_kind(), RunKind::Scheduled);
-    let backfill = airflow("backfill__2026-08-05T00:00:00+00:00", &[("AIRFLOW_CTX_TRY_NUMBER", "3")]).unwrap();
+    let backfill = airflow(
+        "backfill__2026-08-05T00:00:00+00:00",
+        &[("AIRFLOW_CTX_TRY_NUMBER", "3")],
+    )
+    .unwrap();
     assert_eq!(backfill.run_kind(), RunKind::Backfill);
-    let err = airflow("scheduled__x", &[("AIRFLOW_CTX_TRY_NUMBER", "two")]).unwrap_err().to_string();
-    assert!(err.contains("AIRFLOW_CTX_TRY_NUMBER") && err.contains("two"), "{err}");
+    let err = airflow("scheduled__x", &[("AIRFLOW_CTX_TRY_NUMBER", "two")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("AIRFLOW_CTX_TRY_NUMBER") && err.contains("two"),
+        "{err}"
+    );
 }
 
 #[test]
 fn run_type_and_prefix_disagreeing_suppresses() {
-    let cx = airflow("scheduled__2026-08-06T01:00:00+00:00", &[("AIRFLOW_CTX_RUN_TYPE", "backfill")]).unwrap();
+    let cx = airflow(
+        "scheduled__2026-08-06T01:00:00+00:00",
+        &[("AIRFLOW_CTX_RUN_TYPE", "backfill")],
+    )
+    .unwrap();
     assert_eq!(cx.run_kind(), RunKind::Backfill);
     assert!(cx.conflict().unwrap().contains("AIRFLOW_CTX_RUN_TYPE"));
 
-    let cx = airflow("backfill__2026-08-05T00:00:00+00:00", &[("AIRFLOW_CTX_RUN_TYPE", "manual")]).unwrap();
+    let cx = airflow(
+        "backfill__2026-08-05T00:00:00+00:00",
+        &[("AIRFLOW_CTX_RUN_TYPE", "manual")],
+    )
+    .unwrap();
     assert_eq!(cx.run_kind(), RunKind::Backfill);
 
-    let cx = airflow("manual__2026-08-05T00:00:00+00:00", &[("AIRFLOW_CTX_RUN_TYPE", "scheduled")]).unwrap();
+    let cx = airflow(
+        "manual__2026-08-05T00:00:00+00:00",
+        &[("AIRFLOW_CTX_RUN_TYPE", "scheduled")],
+    )
+    .unwrap();
     let decision = cx.decide(&EffectKind::Email, "a@b.example");
     assert!(decision.reasons().contains(&Reason::ConflictingContext));
     assert!(decision.is_suppressed());
 
-    let agreed = airflow("manual__2026-08-05T00:00:00+00:00", &[("AIRFLOW_CTX_RUN_TYPE", "manual")]).unwrap();
+    let agreed = airflow(
+        "manual__2026-08-05T00:00:00+00:00",
+        &[("AIRFLOW_CTX_RUN_TYPE", "manual")],
+    )
+    .unwrap();
     assert_eq!(agreed.run_kind(), RunKind::Manual);
     assert!(agreed.conflict().is_none());
 }
@@ -145,18 +195,36 @@ fn explicit_values_win_over_airflow() {
 fn malformed_values_are_typed_errors_naming_the_variable() {
     let base = [("REPLAYSAFE_PIPELINE", "p"), ("REPLAYSAFE_RUN_ID", "r")];
     let cases: [(&[(&str, &str)], &str); 6] = [
-        (&[("REPLAYSAFE_WINDOW_START", "yesterday"), WINDOW[1]], "REPLAYSAFE_WINDOW_START"),
-        (&[WINDOW[0], ("REPLAYSAFE_WINDOW_END", "2026-08-06")], "REPLAYSAFE_WINDOW_END"),
-        (&[WINDOW[0], WINDOW[1], ("REPLAYSAFE_RUN_KIND", "Backfill")], "REPLAYSAFE_RUN_KIND"),
-        (&[WINDOW[0], WINDOW[1], ("REPLAYSAFE_REPLAY", "maybe")], "REPLAYSAFE_REPLAY"),
-        (&[WINDOW[0], WINDOW[1], ("REPLAYSAFE_MODE", "quiet")], "REPLAYSAFE_MODE"),
+        (
+            &[("REPLAYSAFE_WINDOW_START", "yesterday"), WINDOW[1]],
+            "REPLAYSAFE_WINDOW_START",
+        ),
+        (
+            &[WINDOW[0], ("REPLAYSAFE_WINDOW_END", "2026-08-06")],
+            "REPLAYSAFE_WINDOW_END",
+        ),
+        (
+            &[WINDOW[0], WINDOW[1], ("REPLAYSAFE_RUN_KIND", "Backfill")],
+            "REPLAYSAFE_RUN_KIND",
+        ),
+        (
+            &[WINDOW[0], WINDOW[1], ("REPLAYSAFE_REPLAY", "maybe")],
+            "REPLAYSAFE_REPLAY",
+        ),
+        (
+            &[WINDOW[0], WINDOW[1], ("REPLAYSAFE_MODE", "quiet")],
+            "REPLAYSAFE_MODE",
+        ),
         (&[WINDOW[0]], "REPLAYSAFE_WINDOW_END"),
     ];
     for (extra, variable) in cases {
         let mut vars = base.to_vec();
         vars.extend_from_slice(extra);
         let err = resolve(&vars).unwrap_err();
-        assert!(matches!(err, Error::Invalid { .. } | Error::Missing { .. }), "{err:?}");
+        assert!(
+            matches!(err, Error::Invalid { .. } | Error::Missing { .. }),
+            "{err:?}"
+        );
         assert!(err.to_string().contains(variable), "{variable}: {err}");
     }
 }
@@ -175,22 +243,37 @@ fn inverted_or_empty_window_is_a_typed_error() {
     // What a real Airflow 3 manual run exports: start equal to end.
     let err = resolve(&[
         ("AIRFLOW_CTX_DAG_ID", "daily_orders"),
-        ("AIRFLOW_CTX_DAG_RUN_ID", "manual__2026-11-29T14:11:54.836492+00:00"),
-        ("AIRFLOW_CTX_DATA_INTERVAL_START", "2026-11-28T00:00:00+00:00"),
+        (
+            "AIRFLOW_CTX_DAG_RUN_ID",
+            "manual__2026-11-29T14:11:54.836492+00:00",
+        ),
+        (
+            "AIRFLOW_CTX_DATA_INTERVAL_START",
+            "2026-11-28T00:00:00+00:00",
+        ),
         ("AIRFLOW_CTX_DATA_INTERVAL_END", "2026-11-28T00:00:00+00:00"),
     ])
     .unwrap_err()
     .to_string();
-    assert!(err.contains("REPLAYSAFE_WINDOW_START") && err.contains("get_airflow_context_vars"), "{err}");
+    assert!(
+        err.contains("REPLAYSAFE_WINDOW_START") && err.contains("get_airflow_context_vars"),
+        "{err}"
+    );
 }
 
 #[test]
 fn missing_pipeline_run_id_and_window_are_named() {
-    let err = resolve(&[("REPLAYSAFE_RUN_ID", "r"), WINDOW[0], WINDOW[1]]).unwrap_err().to_string();
+    let err = resolve(&[("REPLAYSAFE_RUN_ID", "r"), WINDOW[0], WINDOW[1]])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("REPLAYSAFE_PIPELINE"), "{err}");
-    let err = resolve(&[("REPLAYSAFE_PIPELINE", "p"), WINDOW[0], WINDOW[1]]).unwrap_err().to_string();
+    let err = resolve(&[("REPLAYSAFE_PIPELINE", "p"), WINDOW[0], WINDOW[1]])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("REPLAYSAFE_RUN_ID"), "{err}");
-    let err = resolve(&[("REPLAYSAFE_PIPELINE", "p"), ("REPLAYSAFE_RUN_ID", "r")]).unwrap_err().to_string();
+    let err = resolve(&[("REPLAYSAFE_PIPELINE", "p"), ("REPLAYSAFE_RUN_ID", "r")])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("REPLAYSAFE_WINDOW_START"), "{err}");
 }
 

@@ -2,7 +2,9 @@ use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use proptest::prelude::*;
-use replaysafe_core::{EffectKind, FixedClock, Mode, OptIn, Reason, ReplayContext, RunKind, Window};
+use replaysafe_core::{
+    EffectKind, FixedClock, Mode, OptIn, Reason, ReplayContext, RunKind, Window,
+};
 
 use crate::support::{at, context, day};
 
@@ -142,7 +144,12 @@ fn decide_returns_every_reason() {
         .unwrap();
     assert_eq!(
         cx.decide(&EffectKind::Email, "t").reasons(),
-        &[Reason::DryRun, Reason::ReplayRun, Reason::ReplayFlag, Reason::StaleWindow]
+        &[
+            Reason::DryRun,
+            Reason::ReplayRun,
+            Reason::ReplayFlag,
+            Reason::StaleWindow
+        ]
     );
 }
 
@@ -154,9 +161,22 @@ fn max_age_is_per_kind_and_configurable() {
     assert!(cx.decide(&EffectKind::Email, "t").is_delivered());
     assert!(cx.decide(&EffectKind::Alert, "t").is_suppressed());
 
-    let strict = cx.recency().clone().with_max_age(EffectKind::Email, TimeDelta::minutes(30)).unwrap();
-    assert!(cx.with_recency(strict).decide(&EffectKind::Email, "t").is_suppressed());
-    assert!(cx.recency().clone().with_max_age(EffectKind::Email, TimeDelta::minutes(-1)).is_err());
+    let strict = cx
+        .recency()
+        .clone()
+        .with_max_age(EffectKind::Email, TimeDelta::minutes(30))
+        .unwrap();
+    assert!(
+        cx.with_recency(strict)
+            .decide(&EffectKind::Email, "t")
+            .is_suppressed()
+    );
+    assert!(
+        cx.recency()
+            .clone()
+            .with_max_age(EffectKind::Email, TimeDelta::minutes(-1))
+            .is_err()
+    );
 }
 
 #[test]

@@ -6,13 +6,16 @@ use async_trait::async_trait;
 use chrono::TimeDelta;
 use replaysafe_core::journal::JournalDecision;
 use replaysafe_core::{
-    Classify, Delivery, EffectClient, EffectDescription, EffectKind, Guard, IdempotencyKey, JsonlJournal,
-    MemoryJournal, OptIn, Outcome, Reason, ReplayContext, RetryPolicy, RunId, SendError,
+    Classify, Delivery, EffectClient, EffectDescription, EffectKind, Guard, IdempotencyKey,
+    JsonlJournal, MemoryJournal, OptIn, Outcome, Reason, ReplayContext, RetryPolicy, RunId,
+    SendError,
 };
 use replaysafe_test::{MockEffectClient, RecordingClient, TestEffect, TestError, contexts};
 
 fn effect() -> TestEffect {
-    TestEffect::email("ana@shop.example").with_payload("hello").with_summary("Your daily summary")
+    TestEffect::email("ana@shop.example")
+        .with_payload("hello")
+        .with_summary("Your daily summary")
 }
 
 #[tokio::test]
@@ -28,24 +31,41 @@ async fn suppressed_contexts_never_call_the_client() {
         let journal = Arc::new(MemoryJournal::new());
         let guard = Guard::with_shared_journal(mock, journal.clone());
         let outcome = guard.send(&cx, &effect()).await.unwrap();
-        let Outcome::Suppressed(suppressed) = outcome else { panic!("{name}: delivered") };
-        assert!(suppressed.reasons.contains(&reason), "{name}: {:?}", suppressed.reasons);
+        let Outcome::Suppressed(suppressed) = outcome else {
+            panic!("{name}: delivered")
+        };
+        assert!(
+            suppressed.reasons.contains(&reason),
+            "{name}: {:?}",
+            suppressed.reasons
+        );
         let records = journal.records();
         assert_eq!(records.len(), 1, "{name}");
         assert_eq!(records[0].decision, JournalDecision::Suppressed);
         assert_eq!(records[0].attempt, 0);
-        assert!(records[0].reasons.contains(&reason.as_str().to_owned()), "{name}");
+        assert!(
+            records[0].reasons.contains(&reason.as_str().to_owned()),
+            "{name}"
+        );
     }
 }
 
 #[tokio::test]
 async fn live_delivery_passes_the_derived_key_once() {
     let cx = contexts::live();
-    let expected =
-        IdempotencyKey::derive(cx.pipeline(), &EffectKind::Email, "daily_summary", "ana@shop.example", cx.window());
+    let expected = IdempotencyKey::derive(
+        cx.pipeline(),
+        &EffectKind::Email,
+        "daily_summary",
+        "ana@shop.example",
+        cx.window(),
+    );
     let mut mock = MockEffectClient::describing();
     let key = expected.clone();
-    mock.expect_deliver_effect().withf(move |k, attempt, _| *k == key && *attempt == 1).times(1).returning(|_, _, _| Ok(()));
+    mock.expect_deliver_effect()
+        .withf(move |k, attempt, _| *k == key && *attempt == 1)
+        .times(1)
+        .returning(|_, _, _| Ok(()));
     let journal = Arc::new(MemoryJournal::new());
     let guard = Guard::with_shared_journal(mock, journal.clone());
     let outcome = guard.send(&cx, &effect()).await.unwrap();
@@ -57,7 +77,10 @@ async fn live_delivery_passes_the_derived_key_once() {
     assert_eq!(records[0].attempt, 1);
     assert_eq!(records[0].reasons, ["current_window"]);
     assert_eq!(records[0].effect.idempotency_key, expected.as_str());
-    assert_eq!(records[0].effect.summary.as_deref(), Some("Your daily summary"));
+    assert_eq!(
+        records[0].effect.summary.as_deref(),
+        Some("Your daily summary")
+    );
     assert_eq!(records[0].effect.payload_bytes, 5);
 }
 
@@ -77,42 +100,86 @@ async fn same_effect_from_two_run_ids_has_one_key() {
 #[tokio::test(start_paused = true)]
 async fn transient_errors_are_retried_up_to_the_limit() {
     let mut mock = MockEffectClient::describing();
-    mock.expect_deliver_effect().times(3).returning(|_, _, _| Err(TestError::Transient { retry_after: None }));
+    mock.expect_deliver_effect()
+        .times(3)
+        .returning(|_, _, _| Err(TestError::Transient { retry_after: None }));
     let journal = Arc::new(MemoryJournal::new());
     let guard = Guard::with_shared_journal(mock, journal.clone());
     let err = guard.send(&contexts::live(), &effect()).await.unwrap_err();
-    assert!(matches!(err, SendError::Failed { attempts: 3, .. }), "{err:?}");
+    assert!(
+        matches!(err, SendError::Failed { attempts: 3, .. }),
+        "{err:?}"
+    );
     assert!(err.is_transient());
-    let attempts: Vec<_> = journal.records().iter().map(|r| (r.decision, r.attempt)).collect();
-    assert_eq!(attempts, [(JournalDecision::Failed, 1), (JournalDecision::Failed, 2), (JournalDecision::Failed, 3)]);
-    assert!(journal.records()[0].error.as_deref().unwrap().contains("transient"));
+    let attempts: Vec<_> = journal
+        .records()
+        .iter()
+        .map(|r| (r.decision, r.attempt))
+        .collect();
+    assert_eq!(
+        attempts,
+        [
+            (JournalDecision::Failed, 1),
+            (JournalDecision::Failed, 2),
+            (JournalDecision::Failed, 3)
+        ]
+    );
+    assert!(
+        journal.records()[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("transient")
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn transient_then_success_is_delivered_once() {
     let mut mock = MockEffectClient::describing();
     let mut calls = 0;
-    mock.expect_deliver_effect().times(2).returning(move |_, _, _| {
-        calls += 1;
-        if calls == 1 { Err(TestError::Transient { retry_after: None }) } else { Ok(()) }
-    });
+    mock.expect_deliver_effect()
+        .times(2)
+        .returning(move |_, _, _| {
+            calls += 1;
+            if calls == 1 {
+                Err(TestError::Transient { retry_after: None })
+            } else {
+                Ok(())
+            }
+        });
     let journal = Arc::new(MemoryJournal::new());
     let guard = Guard::with_shared_journal(mock, journal.clone());
-    let Outcome::Delivered(delivered) = guard.send(&contexts::live(), &effect()).await.unwrap() else {
+    let Outcome::Delivered(delivered) = guard.send(&contexts::live(), &effect()).await.unwrap()
+    else {
         panic!("not delivered")
     };
     assert_eq!(delivered.attempts, 2);
     let decisions: Vec<_> = journal.records().iter().map(|r| r.decision).collect();
-    assert_eq!(decisions, [JournalDecision::Failed, JournalDecision::Delivered]);
+    assert_eq!(
+        decisions,
+        [JournalDecision::Failed, JournalDecision::Delivered]
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn permanent_errors_are_not_retried() {
     let mut mock = MockEffectClient::describing();
-    mock.expect_deliver_effect().times(1).returning(|_, _, _| Err(TestError::Permanent));
-    let guard = Guard::new(mock, MemoryJournal::new()).with_retry(RetryPolicy::default().with_max_attempts(10));
+    mock.expect_deliver_effect()
+        .times(1)
+        .returning(|_, _, _| Err(TestError::Permanent));
+    let guard = Guard::new(mock, MemoryJournal::new())
+        .with_retry(RetryPolicy::default().with_max_attempts(10));
     let err = guard.send(&contexts::live(), &effect()).await.unwrap_err();
-    assert!(matches!(err, SendError::Failed { attempts: 1, source: TestError::Permanent }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            SendError::Failed {
+                attempts: 1,
+                source: TestError::Permanent
+            }
+        ),
+        "{err:?}"
+    );
     assert!(err.is_permanent());
 }
 
@@ -120,13 +187,27 @@ async fn permanent_errors_are_not_retried() {
 async fn retry_after_wins_over_backoff() {
     let mut mock = MockEffectClient::describing();
     let mut calls = 0;
-    mock.expect_deliver_effect().times(2).returning(move |_, _, _| {
-        calls += 1;
-        if calls == 1 { Err(TestError::Transient { retry_after: Some(Duration::from_secs(30)) }) } else { Ok(()) }
-    });
+    mock.expect_deliver_effect()
+        .times(2)
+        .returning(move |_, _, _| {
+            calls += 1;
+            if calls == 1 {
+                Err(TestError::Transient {
+                    retry_after: Some(Duration::from_secs(30)),
+                })
+            } else {
+                Ok(())
+            }
+        });
     let guard = Guard::new(mock, MemoryJournal::new());
     let started = tokio::time::Instant::now();
-    assert!(guard.send(&contexts::live(), &effect()).await.unwrap().is_delivered());
+    assert!(
+        guard
+            .send(&contexts::live(), &effect())
+            .await
+            .unwrap()
+            .is_delivered()
+    );
     let waited = started.elapsed();
     assert!(waited >= Duration::from_secs(30), "waited {waited:?}");
     assert!(waited < Duration::from_secs(31), "waited {waited:?}");
@@ -135,9 +216,11 @@ async fn retry_after_wins_over_backoff() {
 #[tokio::test(start_paused = true)]
 async fn retry_after_beyond_the_time_budget_fails_without_waiting() {
     let mut mock = MockEffectClient::describing();
-    mock.expect_deliver_effect()
-        .times(1)
-        .returning(|_, _, _| Err(TestError::Transient { retry_after: Some(Duration::from_secs(3600)) }));
+    mock.expect_deliver_effect().times(1).returning(|_, _, _| {
+        Err(TestError::Transient {
+            retry_after: Some(Duration::from_secs(3600)),
+        })
+    });
     let guard = Guard::new(mock, MemoryJournal::new());
     let started = tokio::time::Instant::now();
     let err = guard.send(&contexts::live(), &effect()).await.unwrap_err();
@@ -164,21 +247,41 @@ async fn opt_in_delivery_is_journaled_with_the_opt_in() {
     let journal = Arc::new(MemoryJournal::new());
     let guard = Guard::with_shared_journal(client.clone(), journal.clone());
     let cx = contexts::backfill();
-    let opt_in = OptIn::new("re-send corrected July summaries", "jane@ops", contexts::now() + TimeDelta::hours(4))
-        .unwrap()
-        .for_kind(EffectKind::Email);
-    let outcome = guard.send(&cx.with_opt_in(opt_in), &effect()).await.unwrap();
+    let opt_in = OptIn::new(
+        "re-send corrected July summaries",
+        "jane@ops",
+        contexts::now() + TimeDelta::hours(4),
+    )
+    .unwrap()
+    .for_kind(EffectKind::Email);
+    let outcome = guard
+        .send(&cx.with_opt_in(opt_in), &effect())
+        .await
+        .unwrap();
     assert!(outcome.is_delivered());
     assert_eq!(client.delivered().len(), 1);
     let record = &journal.records()[0];
     assert_eq!(record.reasons, ["replay_run", "stale_window", "opt_in"]);
     let opt_in = record.opt_in.as_ref().unwrap();
-    assert_eq!((opt_in.reason.as_str(), opt_in.approved_by.as_str()), ("re-send corrected July summaries", "jane@ops"));
+    assert_eq!(
+        (opt_in.reason.as_str(), opt_in.approved_by.as_str()),
+        ("re-send corrected July summaries", "jane@ops")
+    );
 
-    let expired = OptIn::new("too late", "jane@ops", contexts::now() - TimeDelta::minutes(1))
-        .unwrap()
-        .for_kind(EffectKind::Email);
-    assert!(guard.send(&cx.with_opt_in(expired), &effect()).await.unwrap().is_suppressed());
+    let expired = OptIn::new(
+        "too late",
+        "jane@ops",
+        contexts::now() - TimeDelta::minutes(1),
+    )
+    .unwrap()
+    .for_kind(EffectKind::Email);
+    assert!(
+        guard
+            .send(&cx.with_opt_in(expired), &effect())
+            .await
+            .unwrap()
+            .is_suppressed()
+    );
     let record = &journal.records()[1];
     assert!(record.reasons.contains(&"opt_in_expired".to_owned()));
     assert_eq!(record.opt_in.as_ref().unwrap().reason, "too late");
@@ -201,14 +304,24 @@ impl EffectClient for HeaderClient {
     type Receipt = ();
     type Error = TestError;
 
-    fn describe(&self, _cx: &ReplayContext, effect: &SecretEffect) -> Result<EffectDescription, TestError> {
-        Ok(EffectDescription::new(EffectKind::Webhook, "orders.published", &effect.url)
-            .map_err(|e| TestError::Invalid(e.to_string()))?
-            .with_payload(&effect.body)
-            .with_summary("orders.published"))
+    fn describe(
+        &self,
+        _cx: &ReplayContext,
+        effect: &SecretEffect,
+    ) -> Result<EffectDescription, TestError> {
+        Ok(
+            EffectDescription::new(EffectKind::Webhook, "orders.published", &effect.url)
+                .map_err(|e| TestError::Invalid(e.to_string()))?
+                .with_payload(&effect.body)
+                .with_summary("orders.published"),
+        )
     }
 
-    async fn deliver(&self, _delivery: &Delivery<'_>, effect: &SecretEffect) -> Result<(), TestError> {
+    async fn deliver(
+        &self,
+        _delivery: &Delivery<'_>,
+        effect: &SecretEffect,
+    ) -> Result<(), TestError> {
         assert_eq!(effect.headers.len(), 1);
         Ok(())
     }
@@ -242,9 +355,15 @@ fn canary_secrets_reach_no_journal_and_no_log() {
     let _ = std::fs::remove_file(&path);
 
     tracing::subscriber::with_default(subscriber, || {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
         runtime.block_on(async {
-            let journal = (JsonlJournal::open(&path).unwrap(), replaysafe_core::TracingJournal);
+            let journal = (
+                JsonlJournal::open(&path).unwrap(),
+                replaysafe_core::TracingJournal,
+            );
             let guard = Guard::new(HeaderClient, journal);
             for cx in [contexts::live(), contexts::backfill()] {
                 let effect = SecretEffect {
@@ -261,7 +380,12 @@ fn canary_secrets_reach_no_journal_and_no_log() {
     let journal = std::fs::read_to_string(&path).unwrap();
     let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
     assert_eq!(journal.lines().count(), 2);
-    assert!(logs.contains("would have sent webhook orders.published to https://partner.example/hooks/orders"), "{logs}");
+    assert!(
+        logs.contains(
+            "would have sent webhook orders.published to https://partner.example/hooks/orders"
+        ),
+        "{logs}"
+    );
     assert!(!journal.contains(CANARY), "canary in journal");
     assert!(!logs.contains(CANARY), "canary in logs");
     std::fs::remove_dir_all(&dir).unwrap();

@@ -6,7 +6,8 @@ use replaysafe_core::{Guard, Journal, JsonlJournal};
 use replaysafe_test::{RecordingClient, TestEffect, contexts};
 
 fn temp_journal(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("replaysafe-journal-{}-{name}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("replaysafe-journal-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir.join("nested").join("journal.jsonl")
 }
@@ -16,9 +17,16 @@ fn concurrent_writers_leave_whole_lines() {
     const TASKS: usize = 8;
     const PER_TASK: usize = 10_000;
     let path = temp_journal("concurrent");
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_time().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_time()
+        .build()
+        .unwrap();
     runtime.block_on(async {
-        let guard = Arc::new(Guard::new(RecordingClient::new(), JsonlJournal::open(&path).unwrap()));
+        let guard = Arc::new(Guard::new(
+            RecordingClient::new(),
+            JsonlJournal::open(&path).unwrap(),
+        ));
         let cx = contexts::backfill();
         let mut handles = Vec::new();
         for task in 0..TASKS {
@@ -26,7 +34,8 @@ fn concurrent_writers_leave_whole_lines() {
             let cx = cx.clone();
             handles.push(tokio::spawn(async move {
                 for i in 0..PER_TASK {
-                    let effect = TestEffect::email(format!("user{task}-{i}@shop.example")).with_payload(vec![b'x'; i % 300]);
+                    let effect = TestEffect::email(format!("user{task}-{i}@shop.example"))
+                        .with_payload(vec![b'x'; i % 300]);
                     assert!(guard.send(&cx, &effect).await.unwrap().is_suppressed());
                 }
             }));
@@ -36,9 +45,15 @@ fn concurrent_writers_leave_whole_lines() {
         }
     });
     // The guard, and so the journal, is dropped here: drop flushes.
-    let records: Vec<_> = JournalReader::open(&path).unwrap().collect::<Result<_, _>>().unwrap();
+    let records: Vec<_> = JournalReader::open(&path)
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
     assert_eq!(records.len(), TASKS * PER_TASK);
-    let keys: std::collections::HashSet<_> = records.iter().map(|r| r.effect.idempotency_key.clone()).collect();
+    let keys: std::collections::HashSet<_> = records
+        .iter()
+        .map(|r| r.effect.idempotency_key.clone())
+        .collect();
     assert_eq!(keys.len(), TASKS * PER_TASK);
     std::fs::remove_dir_all(path.parent().unwrap().parent().unwrap()).unwrap();
 }
@@ -47,10 +62,15 @@ fn concurrent_writers_leave_whole_lines() {
 fn explicit_flush_makes_lines_visible() {
     let path = temp_journal("flush");
     let journal = JsonlJournal::open(&path).unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     let journal = Arc::new(journal);
     let guard = Guard::with_shared_journal(RecordingClient::new(), journal.clone());
-    runtime.block_on(guard.send(&contexts::backfill(), &TestEffect::email("a@b.example"))).unwrap();
+    runtime
+        .block_on(guard.send(&contexts::backfill(), &TestEffect::email("a@b.example")))
+        .unwrap();
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
     journal.flush().unwrap();
     assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
@@ -66,21 +86,47 @@ fn reader_accepts_unknown_fields_and_names_bad_lines() {
     assert_eq!(results.len(), 4);
     assert!(results[0].is_ok() && results[1].is_ok() && results[3].is_ok());
     let err = results[2].as_ref().unwrap_err();
-    assert!(matches!(err, ReadError::Malformed { line: 4, .. }), "{err:?}");
-    assert!(err.to_string().starts_with("j.jsonl:4: malformed journal record"), "{err}");
+    assert!(
+        matches!(err, ReadError::Malformed { line: 4, .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with("j.jsonl:4: malformed journal record"),
+        "{err}"
+    );
     assert!(err.is_line_error());
 }
 
 #[test]
 fn reader_refuses_newer_schema_versions() {
     let newer = VALID.replacen("\"v\":1", "\"v\":2", 1);
-    let err = JournalReader::new(Cursor::new(newer), "j.jsonl").next().unwrap().unwrap_err();
-    assert!(matches!(err, ReadError::UnsupportedVersion { version: 2, line: 1, .. }), "{err:?}");
+    let err = JournalReader::new(Cursor::new(newer), "j.jsonl")
+        .next()
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ReadError::UnsupportedVersion {
+                version: 2,
+                line: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("newer"), "{err}");
 
     let newer_shape = r#"{"v":3,"something":"else"}"#;
-    let err = JournalReader::new(Cursor::new(newer_shape), "j.jsonl").next().unwrap().unwrap_err();
-    assert!(matches!(err, ReadError::UnsupportedVersion { version: 3, .. }), "{err:?}");
+    let err = JournalReader::new(Cursor::new(newer_shape), "j.jsonl")
+        .next()
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(err, ReadError::UnsupportedVersion { version: 3, .. }),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -89,12 +135,20 @@ fn written_records_read_back_equal() {
     let memory = Arc::new(replaysafe_core::MemoryJournal::new());
     {
         let file = JsonlJournal::open(&path).unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
         let guard = Guard::new(RecordingClient::new(), (file, memory.clone()));
         for cx in [contexts::live(), contexts::backfill(), contexts::unknown()] {
-            runtime.block_on(guard.send(&cx, &TestEffect::email("a@b.example").with_summary("s"))).unwrap();
+            runtime
+                .block_on(guard.send(&cx, &TestEffect::email("a@b.example").with_summary("s")))
+                .unwrap();
         }
     }
-    let read: Vec<_> = JournalReader::open(&path).unwrap().collect::<Result<_, _>>().unwrap();
+    let read: Vec<_> = JournalReader::open(&path)
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
     assert_eq!(read, memory.records());
 }

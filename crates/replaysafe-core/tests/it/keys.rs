@@ -10,7 +10,13 @@ fn documented_test_vectors() {
     let window = day(at(2026, 8, 5, 0));
     let cases = [
         (
-            IdempotencyKey::derive("daily_orders", &EffectKind::Email, "daily_summary", "ana@shop.example", &window),
+            IdempotencyKey::derive(
+                "daily_orders",
+                &EffectKind::Email,
+                "daily_summary",
+                "ana@shop.example",
+                &window,
+            ),
             "31fdfa224fdfb54dbdef67ff96669357106469229fb813924e4a52da7c74a51c",
         ),
         (
@@ -39,7 +45,11 @@ fn documented_test_vectors() {
                 &EffectKind::Email,
                 "résumé",
                 "zoë@exämple.org",
-                &Window::new(at(2026, 8, 5, 0) + TimeDelta::milliseconds(500), at(2026, 8, 6, 0)).unwrap(),
+                &Window::new(
+                    at(2026, 8, 5, 0) + TimeDelta::milliseconds(500),
+                    at(2026, 8, 6, 0),
+                )
+                .unwrap(),
             ),
             "9ce4f391250ee126037010c9cb63597b2b9b872e6b855389121c73b8156a1453",
         ),
@@ -53,12 +63,22 @@ fn documented_test_vectors() {
 fn key_is_not_the_run_id() {
     let window = day(at(2026, 8, 5, 0));
     let first = context(RunKind::Scheduled, window, at(2026, 8, 6, 1));
-    let retry = first.with_run_id(replaysafe_core::RunId::new("scheduled__2026-08-06__attempt_2").unwrap());
+    let retry =
+        first.with_run_id(replaysafe_core::RunId::new("scheduled__2026-08-06__attempt_2").unwrap());
     let derive = |cx: &replaysafe_core::ReplayContext| {
-        IdempotencyKey::derive(cx.pipeline(), &EffectKind::Email, "daily_summary", "ana@shop.example", cx.window())
+        IdempotencyKey::derive(
+            cx.pipeline(),
+            &EffectKind::Email,
+            "daily_summary",
+            "ana@shop.example",
+            cx.window(),
+        )
     };
     assert_eq!(derive(&first), derive(&retry));
-    assert_eq!(derive(&first), derive(&first.with_run_kind(RunKind::Backfill)));
+    assert_eq!(
+        derive(&first),
+        derive(&first.with_run_kind(RunKind::Backfill))
+    );
 }
 
 #[test]

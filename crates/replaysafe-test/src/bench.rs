@@ -1,0 +1,162 @@
+//! Benchmark reports: figures written as JSON for `cargo xtask bench` to gather.
+//!
+//! Speed is reported as ratios against a raw baseline measured in the same process,
+//! never asserted in tests.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The figures of one benchmark binary, written to `$REPLAYSAFE_BENCH_OUT/<name>.json`
+/// (default `target/bench/`).
+#[derive(Debug)]
+pub struct Report {
+    name: String,
+    figures: BTreeMap<String, Figure>,
+}
+
+#[derive(Debug)]
+struct Figure {
+    value: f64,
+    unit: String,
+    baseline: Option<String>,
+}
+
+impl Report {
+    /// An empty report named after the benchmark binary.
+    pub fn new(name: impl Into<String>) -> Self {
+        Report {
+            name: name.into(),
+            figures: BTreeMap::new(),
+        }
+    }
+
+    /// Records a figure such as `"core.gate.decision" = 85.2 ns`, and prints it.
+    pub fn figure(
+        &mut self,
+        name: impl Into<String>,
+        value: f64,
+        unit: impl Into<String>,
+    ) -> &mut Self {
+        let (name, unit) = (name.into(), unit.into());
+        println!("{name:<52} {value:>14.3} {unit}");
+        self.figures.insert(
+            name,
+            Figure {
+                value,
+                unit,
+                baseline: None,
+            },
+        );
+        self
+    }
+
+    /// Records a ratio against a baseline measured in the same run, and prints it.
+    pub fn ratio(
+        &mut self,
+        name: impl Into<String>,
+        value: f64,
+        baseline: impl Into<String>,
+    ) -> &mut Self {
+        let (name, baseline) = (name.into(), baseline.into());
+        println!("{name:<52} {value:>14.3} x (baseline: {baseline})");
+        self.figures.insert(
+            name,
+            Figure {
+                value,
+                unit: "ratio".into(),
+                baseline: Some(baseline),
+            },
+        );
+        self
+    }
+
+    /// Writes the JSON file and returns its path.
+    pub fn write(&self) -> std::io::Result<PathBuf> {
+        let dir = std::env::var_os("REPLAYSAFE_BENCH_OUT").map_or_else(
+            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench"),
+            PathBuf::from,
+        );
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(format!("{}.json", self.name));
+        let mut out = String::from("{\n");
+        let last = self.figures.len().saturating_sub(1);
+        for (index, (name, figure)) in self.figures.iter().enumerate() {
+            let baseline = figure
+                .baseline
+                .as_deref()
+                .map(|b| format!(", \"baseline\": {}", json_string(b)))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  {}: {{\"value\": {}, \"unit\": {}{}}}{}\n",
+                json_string(name),
+                if figure.value.is_finite() {
+                    figure.value.to_string()
+                } else {
+                    "null".into()
+                },
+                json_string(&figure.unit),
+                baseline,
+                if index == last { "" } else { "," }
+            ));
+        }
+        out.push_str("}\n");
+        std::fs::write(&path, out)?;
+        Ok(path)
+    }
+}
+
+fn json_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Runs `body` `rounds` times and returns the fastest round's time: the least disturbed
+/// by other work on the machine. Interleave subject and baseline rounds by calling this
+/// alternately when comparing.
+pub fn best_of(rounds: usize, mut body: impl FnMut()) -> Duration {
+    (0..rounds.max(1))
+        .map(|_| {
+            let started = Instant::now();
+            body();
+            started.elapsed()
+        })
+        .min()
+        .unwrap_or_default()
+}
+
+/// Rate in operations per second.
+pub fn per_second(operations: usize, took: Duration) -> f64 {
+    operations as f64 / took.as_secs_f64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_strings_are_escaped() {
+        assert_eq!(json_string("raw \"client\""), "\"raw \\\"client\\\"\"");
+        assert_eq!(json_string("a\nb"), "\"a\\u000ab\"");
+    }
+
+    #[test]
+    fn best_of_takes_the_fastest_round() {
+        let mut round = 0;
+        let best = best_of(3, || {
+            round += 1;
+            std::thread::sleep(Duration::from_millis(if round == 2 { 1 } else { 20 }));
+        });
+        assert!(best < Duration::from_millis(20), "{best:?}");
+        assert_eq!(per_second(10, Duration::from_secs(2)), 5.0);
+    }
+}

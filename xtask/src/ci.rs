@@ -1,0 +1,171 @@
+//! `cargo xtask ci`: every check, in order, with the time each phase took.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use crate::system::{cargo, exec};
+
+/// Crates that must never enter replaysafe-core's normal dependency tree.
+const FORBIDDEN_IN_CORE: &[&str] = &[
+    "lettre",
+    "reqwest",
+    "ssh2",
+    "rusqlite",
+    "tokio-postgres",
+    "sqlx",
+    "hyper",
+    "axum",
+    "metrics",
+];
+
+pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
+    if let Some(unknown) = args.first() {
+        bail!("cargo xtask ci takes no arguments (got {unknown:?})");
+    }
+    let mut phases: Vec<(&str, Duration, bool)> = Vec::new();
+    let started = Instant::now();
+    let result = run_phases(&mut phases);
+    eprintln!("\nxtask ci: phase times");
+    for (name, took, ok) in &phases {
+        eprintln!(
+            "  {:<28} {:>8.1} s  {}",
+            name,
+            took.as_secs_f64(),
+            if *ok { "ok" } else { "FAILED" }
+        );
+    }
+    eprintln!(
+        "  {:<28} {:>8.1} s",
+        "total",
+        started.elapsed().as_secs_f64()
+    );
+    result
+}
+
+fn phase(
+    phases: &mut Vec<(&'static str, Duration, bool)>,
+    name: &'static str,
+    body: impl FnOnce() -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    eprintln!("\nxtask ci: == {name} ==");
+    let started = Instant::now();
+    let result = body();
+    phases.push((name, started.elapsed(), result.is_ok()));
+    result.with_context(|| format!("phase {name}"))
+}
+
+fn run_phases(phases: &mut Vec<(&'static str, Duration, bool)>) -> anyhow::Result<()> {
+    phase(phases, "fmt", || {
+        exec(cargo().args(["fmt", "--all", "--", "--check"]))
+    })?;
+    phase(phases, "dependency boundary", check_core_boundary)?;
+    phase(phases, "clippy", || {
+        exec(cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--all-features",
+            "--",
+            "-D",
+            "warnings",
+        ]))
+    })?;
+    phase(phases, "build tests", || {
+        exec(cargo().args(["test", "--workspace", "--all-features", "--no-run"]))
+    })?;
+    let mut services = None;
+    phase(phases, "start services", || {
+        services = Some(crate::services::start(&[])?);
+        Ok(())
+    })?;
+    let env = services.as_ref().map(|s| s.env()).unwrap_or_default();
+    phase(phases, "tests", || {
+        exec(
+            cargo()
+                .args(["test", "--workspace", "--all-features"])
+                .envs(env),
+        )
+    })?;
+    phase(phases, "stop services", || {
+        drop(services.take());
+        Ok(())
+    })?;
+    phase(phases, "docs", || {
+        exec(
+            cargo()
+                .args(["doc", "--workspace", "--all-features", "--no-deps"])
+                .env(
+                    "RUSTDOCFLAGS",
+                    "-D warnings -D rustdoc::broken_intra_doc_links",
+                ),
+        )
+    })?;
+    Ok(())
+}
+
+/// Fails if a network backend or database driver is in replaysafe-core's normal dependencies.
+fn check_core_boundary() -> anyhow::Result<()> {
+    let output = cargo()
+        .args([
+            "tree",
+            "--package",
+            "replaysafe-core",
+            "--edges",
+            "normal",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+        ])
+        .current_dir(crate::system::root())
+        .output()
+        .context("running cargo tree")?;
+    if !output.status.success() {
+        bail!(
+            "cargo tree failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let tree = String::from_utf8(output.stdout)?;
+    let offenders = forbidden_in(&tree);
+    if !offenders.is_empty() {
+        bail!(
+            "replaysafe-core must not depend on {offenders:?}: adapters and drivers stay out of the core"
+        );
+    }
+    eprintln!(
+        "replaysafe-core's {} normal dependencies include none of {FORBIDDEN_IN_CORE:?}",
+        tree.lines().count()
+    );
+    Ok(())
+}
+
+fn forbidden_in(tree: &str) -> Vec<String> {
+    let mut offenders: Vec<String> = tree
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| FORBIDDEN_IN_CORE.contains(name))
+        .map(str::to_owned)
+        .collect();
+    offenders.sort();
+    offenders.dedup();
+    offenders
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boundary_check_spots_backends() {
+        let tree = "replaysafe-core v0.1.0\nserde v1.0.0\nreqwest v0.13.5\nlettre v0.11.0\nreqwest v0.13.5\n";
+        assert_eq!(forbidden_in(tree), ["lettre", "reqwest"]);
+        assert!(forbidden_in("replaysafe-core v0.1.0\nsha2 v0.10.9\nmetrics-util v1\n").is_empty());
+    }
+
+    #[test]
+    fn core_boundary_holds_now() {
+        check_core_boundary().unwrap();
+    }
+}

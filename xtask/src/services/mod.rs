@@ -1,0 +1,284 @@
+//! Real test servers on 127.0.0.1: started on free ports, found by the tests through
+//! environment variables, stopped by their own process ids on exit and on panic.
+//!
+//! Each server has a module with a `start(dir)` function returning a [`Started`]; add
+//! new ones to [`CATALOGUE`].
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+/// A server definition: its name, the Debian packages it needs, and how to start it.
+pub(crate) struct Definition {
+    pub(crate) name: &'static str,
+    pub(crate) packages: &'static [&'static str],
+    pub(crate) start: fn(&Path) -> anyhow::Result<Started>,
+}
+
+/// Every server the test suite uses. Later adapters add theirs here.
+pub(crate) const CATALOGUE: &[Definition] = &[];
+
+/// A running server process, stopped (signal, then wait) when dropped.
+#[derive(Debug)]
+pub(crate) struct Process {
+    name: String,
+    child: Child,
+    stop_signal: &'static str,
+}
+
+impl Process {
+    /// Spawns `command` with output to `log`; `stop_signal` is `TERM` or `INT`.
+    pub(crate) fn spawn(
+        name: &str,
+        command: &mut Command,
+        log: &Path,
+        stop_signal: &'static str,
+    ) -> anyhow::Result<Self> {
+        let out =
+            std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let err = out.try_clone()?;
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .with_context(|| format!("starting {name}: {command:?}"))?;
+        Ok(Process {
+            name: name.to_owned(),
+            child,
+            stop_signal,
+        })
+    }
+
+    /// Fails if the process has already exited.
+    pub(crate) fn ensure_running(&mut self, log: &Path) -> anyhow::Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            let tail = std::fs::read_to_string(log).unwrap_or_default();
+            bail!(
+                "{} exited early ({status}); log {}:\n{}",
+                self.name,
+                log.display(),
+                tail
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let pid = self.child.id().to_string();
+            let _ = Command::new("kill")
+                .args([&format!("-{}", self.stop_signal), &pid])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A started server: its processes and the variables that tell the tests where it is.
+#[derive(Debug, Default)]
+pub(crate) struct Started {
+    #[allow(dead_code, reason = "held, not read: dropping it stops the servers")]
+    pub(crate) processes: Vec<Process>,
+    pub(crate) env: Vec<(String, String)>,
+}
+
+/// All started servers; dropping it stops them.
+#[derive(Debug, Default)]
+pub(crate) struct Running {
+    started: Vec<(&'static str, Started)>,
+    _scratch: Option<Scratch>,
+}
+
+impl Running {
+    /// Every variable the tests need.
+    pub(crate) fn env(&self) -> Vec<(String, String)> {
+        self.started
+            .iter()
+            .flat_map(|(_, s)| s.env.iter().cloned())
+            .collect()
+    }
+}
+
+/// A scratch folder under /tmp removed on drop.
+#[derive(Debug)]
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Starts the named servers (all when `names` is empty), installing missing packages.
+pub(crate) fn start(names: &[String]) -> anyhow::Result<Running> {
+    let chosen: Vec<&Definition> = if names.is_empty() {
+        CATALOGUE.iter().collect()
+    } else {
+        names
+            .iter()
+            .map(|name| {
+                CATALOGUE.iter().find(|d| d.name == name).with_context(|| {
+                    let known: Vec<_> = CATALOGUE.iter().map(|d| d.name).collect();
+                    format!("unknown service {name:?}; known: {known:?}")
+                })
+            })
+            .collect::<anyhow::Result<_>>()?
+    };
+    let packages: Vec<&str> = chosen
+        .iter()
+        .flat_map(|d| d.packages.iter().copied())
+        .collect();
+    crate::system::ensure_packages(&packages)?;
+
+    let scratch = std::env::temp_dir().join(format!("replaysafe-services-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    let mut running = Running {
+        started: Vec::new(),
+        _scratch: None,
+    };
+    for definition in chosen {
+        let dir = scratch.join(definition.name);
+        std::fs::create_dir_all(&dir)?;
+        let started_at = Instant::now();
+        let started = (definition.start)(&dir)
+            .with_context(|| format!("starting service {}", definition.name))?;
+        eprintln!(
+            "xtask: {} ready in {} ms",
+            definition.name,
+            started_at.elapsed().as_millis()
+        );
+        running.started.push((definition.name, started));
+    }
+    running._scratch = Some(Scratch(scratch));
+    Ok(running)
+}
+
+/// `cargo xtask services [NAME...]`: start, print `export` lines, wait for Ctrl-C.
+pub(crate) fn run_foreground(names: &[String]) -> anyhow::Result<()> {
+    let running = start(names)?;
+    for (key, value) in running.env() {
+        println!("export {key}={}", shell_quote(&value));
+    }
+    println!("# servers running; Ctrl-C stops them");
+    let _ = std::io::stdout().flush();
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+fn shell_quote(value: &str) -> String {
+    format!("'{}'", value.replace('\'', r"'\''"))
+}
+
+/// A free TCP port on 127.0.0.1 (bound, read, released).
+pub(crate) fn free_port() -> anyhow::Result<u16> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("binding 127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// Polls every 20 ms until `ready` says yes, the process dies, or 30 s pass.
+pub(crate) fn wait_until(
+    name: &str,
+    process: &mut Process,
+    log: &Path,
+    mut ready: impl FnMut() -> bool,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if ready() {
+            return Ok(());
+        }
+        process.ensure_running(log)?;
+        if Instant::now() > deadline {
+            bail!("{name} not ready after 30 s; log {}", log.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether a TCP server on 127.0.0.1:`port` greets with `prefix`.
+pub(crate) fn banner_starts_with(port: u16, prefix: &[u8]) -> bool {
+    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let Ok(mut stream) = TcpStream::connect_timeout(&address, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut buffer = vec![0; prefix.len()];
+    stream.read_exact(&mut buffer).is_ok() && buffer == prefix
+}
+
+/// Whether `GET path` on 127.0.0.1:`port` answers 200.
+pub(crate) fn http_ok(port: u16, path: &str) -> bool {
+    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let Ok(mut stream) = TcpStream::connect_timeout(&address, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut status = [0u8; 12];
+    stream.read_exact(&mut status).is_ok() && status.ends_with(b" 200")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_is_started_probed_and_stopped_by_pid() {
+        let dir = std::env::temp_dir().join(format!("xtask-services-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let port = free_port().unwrap();
+        let log = dir.join("http.log");
+        let mut process = Process::spawn(
+            "http.server",
+            Command::new("python3")
+                .args([
+                    "-m",
+                    "http.server",
+                    "--bind",
+                    "127.0.0.1",
+                    &port.to_string(),
+                ])
+                .current_dir(&dir),
+            &log,
+            "TERM",
+        )
+        .unwrap();
+        wait_until("http.server", &mut process, &log, || http_ok(port, "/")).unwrap();
+        assert!(!banner_starts_with(port, b"SSH-2.0"));
+        let pid = process.child.id();
+        drop(process);
+        assert!(!http_ok(port, "/"), "still serving after drop");
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}/status")).exists()
+                || std::fs::read_to_string(format!("/proc/{pid}/status"))
+                    .unwrap()
+                    .contains("zombie")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn unknown_service_names_are_refused() {
+        let err = start(&["nope".to_owned()]).unwrap_err().to_string();
+        assert!(err.contains("unknown service \"nope\""), "{err}");
+    }
+}
