@@ -27,6 +27,7 @@ struct Inner {
     run_kind: RunKind,
     replay_flag: Option<bool>,
     window: Window,
+    window_text: (String, String),
     backfill_id: Option<String>,
     mode: Mode,
     recency: RecencyPolicy,
@@ -128,6 +129,11 @@ impl ReplayContext {
         &self.inner.window
     }
 
+    /// The window's start and end as canonical RFC 3339, formatted once.
+    pub(crate) fn window_text(&self) -> (&str, &str) {
+        (&self.inner.window_text.0, &self.inner.window_text.1)
+    }
+
     /// The backfill id grouping the runs of one backfill.
     pub fn backfill_id(&self) -> Option<&str> {
         self.inner.backfill_id.as_deref()
@@ -188,7 +194,10 @@ impl ReplayContext {
 
     /// A copy with another window (a backfill loop reuses one context per window).
     pub fn with_window(&self, window: Window) -> Self {
-        self.with(|inner| inner.window = window)
+        self.with(|inner| {
+            inner.window = window;
+            inner.window_text = window_text(&window);
+        })
     }
 
     /// A copy with another run id.
@@ -354,6 +363,7 @@ impl ReplayContextBuilder {
                 run_kind: self.run_kind.unwrap_or(RunKind::Unknown),
                 replay_flag: self.replay_flag,
                 window,
+                window_text: window_text(&window),
                 backfill_id: self.backfill_id.filter(|id| !id.trim().is_empty()),
                 mode: self.mode,
                 recency: self.recency,
@@ -364,4 +374,8 @@ impl ReplayContextBuilder {
             }),
         })
     }
+}
+
+fn window_text(window: &Window) -> (String, String) {
+    (crate::rfc3339(window.start()), crate::rfc3339(window.end()))
 }

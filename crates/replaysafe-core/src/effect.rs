@@ -1,5 +1,6 @@
 //! What an effect is, as the gate and the journal see it.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
@@ -124,6 +125,16 @@ pub struct PayloadDigest {
 }
 
 impl PayloadDigest {
+    /// The digest of an empty payload.
+    pub const EMPTY: PayloadDigest = PayloadDigest {
+        sha256: [
+            0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f,
+            0xb9, 0x24, 0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b,
+            0x78, 0x52, 0xb8, 0x55,
+        ],
+        bytes: 0,
+    };
+
     /// Digest of `payload`.
     pub fn of(payload: &[u8]) -> Self {
         PayloadDigest {
@@ -145,6 +156,11 @@ impl PayloadDigest {
     /// The SHA-256 as 64 lowercase hex characters.
     pub fn sha256_hex(&self) -> String {
         crate::key::hex(&self.sha256)
+    }
+
+    /// The hex digest without allocating.
+    pub(crate) fn sha256_hex_bytes(&self) -> [u8; 64] {
+        crate::key::hex_array(&self.sha256)
     }
 
     /// Size of the payload in bytes.
@@ -213,13 +229,17 @@ impl EffectDescription {
     /// A short, non-secret summary: an email subject, a webhook event type, a file name and size.
     /// Control characters are replaced and the text is cut at 200 characters.
     pub fn with_summary(mut self, summary: impl Into<String>) -> Self {
-        let summary: String = summary
-            .into()
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .take(200)
-            .collect();
-        self.summary = Some(summary);
+        let summary = summary.into();
+        let clean = summary.len() <= 200 && !summary.chars().any(char::is_control);
+        self.summary = Some(if clean {
+            summary
+        } else {
+            summary
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .take(200)
+                .collect()
+        });
         self
     }
 
@@ -285,9 +305,9 @@ impl TargetRedaction {
     /// assert_eq!(TargetRedaction::DomainOnly.apply("https://partner.example/hooks/7"), "https://partner.example");
     /// assert!(TargetRedaction::Hashed.apply("ana@shop.example").starts_with("sha256:"));
     /// ```
-    pub fn apply(self, target: &str) -> String {
-        match self {
-            TargetRedaction::Full => target.to_owned(),
+    pub fn apply(self, target: &str) -> Cow<'_, str> {
+        Cow::Owned(match self {
+            TargetRedaction::Full => return Cow::Borrowed(target),
             TargetRedaction::Hashed => hashed(target),
             TargetRedaction::DomainOnly => {
                 if let Some((scheme, rest)) = target.split_once("://") {
@@ -307,7 +327,7 @@ impl TargetRedaction {
                     hashed(target)
                 }
             }
-        }
+        })
     }
 }
 
@@ -390,6 +410,28 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("target"), "{err}");
+    }
+
+    #[test]
+    fn empty_digest_constant_is_right() {
+        assert_eq!(PayloadDigest::EMPTY, PayloadDigest::of(b""));
+    }
+
+    #[test]
+    fn summaries_lose_control_characters_and_length() {
+        let description = EffectDescription::new(EffectKind::Email, "m", "t").unwrap();
+        assert_eq!(
+            description.clone().with_summary("a\r\nb").summary(),
+            Some("a  b")
+        );
+        assert_eq!(
+            description
+                .with_summary("x".repeat(300))
+                .summary()
+                .unwrap()
+                .len(),
+            200
+        );
     }
 
     #[test]

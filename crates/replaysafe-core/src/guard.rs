@@ -3,7 +3,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::journal::{Journal, JournalDecision, JournalError, JournalRecord};
+use crate::journal::{
+    EntryReasons, EntryTime, Journal, JournalDecision, JournalEntry, JournalError, RecordOptIn,
+};
 use crate::{
     Classify, Decision, Delivery, EffectClient, EffectDescription, IdempotencyKey, Reason,
     RedactionPolicy, ReplayContext, RetryPolicy,
@@ -223,12 +225,14 @@ impl<C: EffectClient> Guard<C> {
             .inner
             .describe(cx, effect)
             .map_err(SendError::Invalid)?;
-        let key = IdempotencyKey::derive(
+        let (window_start, window_end) = cx.window_text();
+        let key = IdempotencyKey::derive_from_text(
             cx.pipeline(),
             description.kind(),
             description.message_type(),
             description.target(),
-            cx.window(),
+            window_start,
+            window_end,
         );
         let decision = cx.decide(description.kind(), description.target());
         Ok((description, key, decision))
@@ -242,7 +246,35 @@ impl<C: EffectClient> Guard<C> {
     ) -> Result<Outcome<C::Receipt>, SendError<C::Error>> {
         let (description, key, decision) = self.preview(cx, effect)?;
         let redaction = self.redaction();
-        let mut record = JournalRecord::for_decision(cx, &description, &key, &decision, redaction);
+        let target = redaction.target().apply(description.target());
+        let payload_sha256 = description.payload().sha256_hex_bytes();
+        let opt_in = decision.opt_in().map(RecordOptIn::from);
+        let (window_start, window_end) = cx.window_text();
+        let mut entry = JournalEntry {
+            ts: cx.now(),
+            decision: JournalDecision::Suppressed,
+            reasons: EntryReasons::Typed(decision.reasons()),
+            pipeline: cx.pipeline(),
+            run_id: cx.run_id().as_str(),
+            run_kind: cx.run_kind().as_str(),
+            backfill_id: cx.backfill_id(),
+            window_start: EntryTime::Text(window_start),
+            window_end: EntryTime::Text(window_end),
+            kind: description.kind().as_str(),
+            message_type: description.message_type(),
+            target: &target,
+            idempotency_key: key.as_str(),
+            summary: if redaction.shows_summaries() {
+                description.summary()
+            } else {
+                None
+            },
+            payload_sha256: std::str::from_utf8(&payload_sha256).unwrap_or_default(),
+            payload_bytes: description.payload().bytes(),
+            opt_in: opt_in.as_ref(),
+            attempt: 0,
+            error: None,
+        };
 
         if decision.is_suppressed() {
             tracing::info!(
@@ -251,21 +283,22 @@ impl<C: EffectClient> Guard<C> {
                 run_id = cx.run_id().as_str(),
                 window = %cx.window(),
                 idempotency_key = key.as_str(),
-                reasons = %record.reasons.join(","),
+                reasons = ?decision.reasons(),
                 "would have sent {} {} to {}",
-                record.effect.kind,
-                record.effect.message_type,
-                record.effect.target,
+                entry.kind,
+                entry.message_type,
+                entry.target,
             );
             self.journal
-                .append(&record)
+                .append(&entry)
                 .map_err(|source| SendError::Journal {
                     delivered: false,
                     source,
                 })?;
+            let reasons = decision.reasons().to_vec();
             return Ok(Outcome::Suppressed(Suppressed {
                 key,
-                reasons: decision.reasons().to_vec(),
+                reasons,
                 description,
             }));
         }
@@ -281,49 +314,53 @@ impl<C: EffectClient> Guard<C> {
                 attempt,
             };
             let result = self.inner.deliver(&delivery, effect).await;
-            record.ts = cx.now();
-            record.attempt = attempt;
+            entry.ts = cx.now();
+            entry.attempt = attempt;
             match result {
                 Ok(receipt) => {
-                    record.decision = JournalDecision::Delivered;
-                    record.error = None;
+                    entry.decision = JournalDecision::Delivered;
                     tracing::debug!(
                         target: "replaysafe::delivered",
                         idempotency_key = key.as_str(),
                         attempt,
                         "delivered {} {} to {}",
-                        record.effect.kind,
-                        record.effect.message_type,
-                        record.effect.target,
+                        entry.kind,
+                        entry.message_type,
+                        entry.target,
                     );
                     self.journal
-                        .append(&record)
+                        .append(&entry)
                         .map_err(|source| SendError::Journal {
                             delivered: true,
                             source,
                         })?;
+                    let reasons = decision.reasons().to_vec();
                     return Ok(Outcome::Delivered(Delivered {
                         receipt,
-                        key,
+                        key: key.clone(),
                         attempts: attempt,
-                        reasons: decision.reasons().to_vec(),
+                        reasons,
                     }));
                 }
                 Err(error) => {
-                    record.decision = JournalDecision::Failed;
-                    record.error = Some(error.to_string());
+                    let message = error.to_string();
+                    let failed = JournalEntry {
+                        decision: JournalDecision::Failed,
+                        error: Some(&message),
+                        ..entry
+                    };
                     tracing::warn!(
                         target: "replaysafe::failed",
                         idempotency_key = key.as_str(),
                         attempt,
                         transient = error.is_transient(),
-                        "delivering {} {} to {}: {error}",
-                        record.effect.kind,
-                        record.effect.message_type,
-                        record.effect.target,
+                        "delivering {} {} to {}: {message}",
+                        entry.kind,
+                        entry.message_type,
+                        entry.target,
                     );
                     self.journal
-                        .append(&record)
+                        .append(&failed)
                         .map_err(|source| SendError::Journal {
                             delivered: false,
                             source,

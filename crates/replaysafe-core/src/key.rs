@@ -66,6 +66,25 @@ impl IdempotencyKey {
         target: &str,
         window: &Window,
     ) -> Self {
+        Self::derive_from_text(
+            pipeline,
+            kind,
+            message_type,
+            target,
+            &rfc3339(window.start()),
+            &rfc3339(window.end()),
+        )
+    }
+
+    /// [`IdempotencyKey::derive`] with the window's canonical texts already formatted.
+    pub(crate) fn derive_from_text(
+        pipeline: &str,
+        kind: &EffectKind,
+        message_type: &str,
+        target: &str,
+        window_start: &str,
+        window_end: &str,
+    ) -> Self {
         let mut hasher = Sha256::new();
         hasher.update(KEY_DOMAIN);
         for field in [
@@ -73,11 +92,23 @@ impl IdempotencyKey {
             kind.as_str(),
             message_type,
             target,
-            &rfc3339(window.start()),
-            &rfc3339(window.end()),
+            window_start,
+            window_end,
         ] {
-            hasher.update(field.len().to_string().as_bytes());
-            hasher.update(b":");
+            // Netstring: decimal byte length, ':', bytes, ','.
+            let mut digits = [0u8; 21];
+            let mut start = digits.len() - 1;
+            digits[start] = b':';
+            let mut length = field.len();
+            loop {
+                start -= 1;
+                digits[start] = b'0' + (length % 10) as u8;
+                length /= 10;
+                if length == 0 {
+                    break;
+                }
+            }
+            hasher.update(&digits[start..]);
             hasher.update(field.as_bytes());
             hasher.update(b",");
         }
@@ -135,6 +166,16 @@ impl fmt::Debug for IdempotencyKey {
 /// RFC 3339, UTC, `Z`, fractional seconds only when present: the canonical time text of replaysafe.
 pub fn rfc3339(instant: DateTime<Utc>) -> String {
     instant.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+}
+
+pub(crate) fn hex_array(bytes: &[u8; 32]) -> [u8; 64] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 64];
+    for (index, byte) in bytes.iter().enumerate() {
+        out[2 * index] = DIGITS[usize::from(byte >> 4)];
+        out[2 * index + 1] = DIGITS[usize::from(byte & 0x0f)];
+    }
+    out
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {

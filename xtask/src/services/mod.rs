@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
+mod alertmanager;
+mod pushgateway;
 mod smtp;
+mod sshd;
 
 /// A server definition: its name, the Debian packages it needs, and how to start it.
 pub(crate) struct Definition {
@@ -22,11 +25,28 @@ pub(crate) struct Definition {
 }
 
 /// Every server the test suite uses. Later adapters add theirs here.
-pub(crate) const CATALOGUE: &[Definition] = &[Definition {
-    name: "smtp",
-    packages: &["python3-aiosmtpd", "openssl"],
-    start: smtp::start,
-}];
+pub(crate) const CATALOGUE: &[Definition] = &[
+    Definition {
+        name: "smtp",
+        packages: &["python3-aiosmtpd", "openssl"],
+        start: smtp::start,
+    },
+    Definition {
+        name: "alertmanager",
+        packages: &["prometheus-alertmanager"],
+        start: alertmanager::start,
+    },
+    Definition {
+        name: "pushgateway",
+        packages: &["prometheus-pushgateway"],
+        start: pushgateway::start,
+    },
+    Definition {
+        name: "sshd",
+        packages: &["openssh-server", "openssh-client"],
+        start: sshd::start,
+    },
+];
 
 /// A running server process, stopped (signal, then wait) when dropped.
 #[derive(Debug)]
@@ -229,7 +249,6 @@ pub(crate) fn banner_starts_with(port: u16, prefix: &[u8]) -> bool {
 }
 
 /// Whether `GET path` on 127.0.0.1:`port` answers 200.
-#[allow(dead_code, reason = "the readiness probe of HTTP servers (Alertmanager, Pushgateway)")]
 pub(crate) fn http_ok(port: u16, path: &str) -> bool {
     let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let Ok(mut stream) = TcpStream::connect_timeout(&address, Duration::from_millis(200)) else {

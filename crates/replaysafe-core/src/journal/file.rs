@@ -3,7 +3,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::{Journal, JournalError, JournalRecord};
+use super::{Journal, JournalEntry, JournalError};
 
 const BUFFER_BYTES: usize = 64 * 1024;
 
@@ -58,14 +58,14 @@ impl JsonlJournal {
 }
 
 impl Journal for JsonlJournal {
-    fn append(&self, record: &JournalRecord) -> Result<(), JournalError> {
+    fn append(&self, entry: &JournalEntry<'_>) -> Result<(), JournalError> {
         let mut state = self
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let State { writer, line } = &mut *state;
         line.clear();
-        serde_json::to_writer(&mut *line, record).map_err(|e| self.error(e.into()))?;
+        serde_json::to_writer(&mut *line, entry).map_err(|e| self.error(e.into()))?;
         line.push(b'\n');
         writer.write_all(line).map_err(|e| self.error(e))
     }

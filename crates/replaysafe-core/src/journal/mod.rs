@@ -3,6 +3,7 @@
 //! Schema version 1 is a compatibility promise: readers accept unknown fields,
 //! writers never rename one. See `docs/reference/journal.md`.
 
+mod entry;
 mod file;
 mod reader;
 mod sinks;
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+pub use entry::{EntryReasons, EntryTime, JournalEntry};
 pub use file::JsonlJournal;
 pub use reader::{JournalReader, ReadError};
 pub use sinks::{MemoryJournal, NoopJournal, TracingJournal};
@@ -28,7 +30,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// under load makes the caller wait (backpressure), or returns an error.
 pub trait Journal: Send + Sync + fmt::Debug {
     /// Appends one record.
-    fn append(&self, record: &JournalRecord) -> Result<(), JournalError>;
+    fn append(&self, entry: &JournalEntry<'_>) -> Result<(), JournalError>;
 
     /// Pushes buffered records to their destination.
     fn flush(&self) -> Result<(), JournalError> {
@@ -37,8 +39,8 @@ pub trait Journal: Send + Sync + fmt::Debug {
 }
 
 impl<J: Journal + ?Sized> Journal for &J {
-    fn append(&self, record: &JournalRecord) -> Result<(), JournalError> {
-        (**self).append(record)
+    fn append(&self, entry: &JournalEntry<'_>) -> Result<(), JournalError> {
+        (**self).append(entry)
     }
     fn flush(&self) -> Result<(), JournalError> {
         (**self).flush()
@@ -46,8 +48,8 @@ impl<J: Journal + ?Sized> Journal for &J {
 }
 
 impl<J: Journal + ?Sized> Journal for Box<J> {
-    fn append(&self, record: &JournalRecord) -> Result<(), JournalError> {
-        (**self).append(record)
+    fn append(&self, entry: &JournalEntry<'_>) -> Result<(), JournalError> {
+        (**self).append(entry)
     }
     fn flush(&self) -> Result<(), JournalError> {
         (**self).flush()
@@ -55,8 +57,8 @@ impl<J: Journal + ?Sized> Journal for Box<J> {
 }
 
 impl<J: Journal + ?Sized> Journal for Arc<J> {
-    fn append(&self, record: &JournalRecord) -> Result<(), JournalError> {
-        (**self).append(record)
+    fn append(&self, entry: &JournalEntry<'_>) -> Result<(), JournalError> {
+        (**self).append(entry)
     }
     fn flush(&self) -> Result<(), JournalError> {
         (**self).flush()
@@ -65,9 +67,9 @@ impl<J: Journal + ?Sized> Journal for Arc<J> {
 
 /// Both journals get every record (a file and `tracing`, say).
 impl<A: Journal, B: Journal> Journal for (A, B) {
-    fn append(&self, record: &JournalRecord) -> Result<(), JournalError> {
-        self.0.append(record)?;
-        self.1.append(record)
+    fn append(&self, entry: &JournalEntry<'_>) -> Result<(), JournalError> {
+        self.0.append(entry)?;
+        self.1.append(entry)
     }
     fn flush(&self) -> Result<(), JournalError> {
         self.0.flush()?;
@@ -204,6 +206,31 @@ impl From<&OptIn> for RecordOptIn {
 }
 
 impl JournalRecord {
+    /// The borrowed view a [`Journal`] takes.
+    pub fn entry(&self) -> JournalEntry<'_> {
+        JournalEntry {
+            ts: self.ts,
+            decision: self.decision,
+            reasons: EntryReasons::Text(&self.reasons),
+            pipeline: &self.pipeline,
+            run_id: &self.run_id,
+            run_kind: &self.run_kind,
+            backfill_id: self.backfill_id.as_deref(),
+            window_start: EntryTime::Time(self.window.start),
+            window_end: EntryTime::Time(self.window.end),
+            kind: &self.effect.kind,
+            message_type: &self.effect.message_type,
+            target: &self.effect.target,
+            idempotency_key: &self.effect.idempotency_key,
+            summary: self.effect.summary.as_deref(),
+            payload_sha256: &self.effect.payload_sha256,
+            payload_bytes: self.effect.payload_bytes,
+            opt_in: self.opt_in.as_ref(),
+            attempt: self.attempt,
+            error: self.error.as_deref(),
+        }
+    }
+
     /// The record of a gate decision on an effect, stamped at the context clock's now.
     /// `attempt` and `error` start empty; a suppressed decision is recorded as such,
     /// a delivering one as `delivered` (callers turn it into `failed` as needed).
@@ -239,7 +266,7 @@ impl JournalRecord {
             effect: RecordEffect {
                 kind: description.kind().as_str().to_owned(),
                 message_type: description.message_type().to_owned(),
-                target: redaction.target().apply(description.target()),
+                target: redaction.target().apply(description.target()).into_owned(),
                 idempotency_key: key.as_str().to_owned(),
                 summary: if redaction.shows_summaries() {
                     description.summary().map(str::to_owned)

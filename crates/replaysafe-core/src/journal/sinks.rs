@@ -1,6 +1,6 @@
 use std::sync::Mutex;
 
-use super::{Journal, JournalError, JournalRecord};
+use super::{Journal, JournalEntry, JournalError, JournalRecord};
 
 /// Keeps records in memory; for tests and for in-process reports.
 #[derive(Debug, Default)]
@@ -37,11 +37,12 @@ impl MemoryJournal {
 }
 
 impl Journal for MemoryJournal {
-    fn append(&self, record: &JournalRecord) -> Result<(), JournalError> {
+    fn append(&self, entry: &JournalEntry<'_>) -> Result<(), JournalError> {
+        let record = entry.to_record();
         self.records
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push(record.clone());
+            .push(record);
         Ok(())
     }
 }
@@ -51,22 +52,21 @@ impl Journal for MemoryJournal {
 pub struct TracingJournal;
 
 impl Journal for TracingJournal {
-    fn append(&self, record: &JournalRecord) -> Result<(), JournalError> {
+    fn append(&self, entry: &JournalEntry<'_>) -> Result<(), JournalError> {
+        let reasons = serde_json::to_string(&entry.reasons).unwrap_or_default();
         tracing::info!(
             target: "replaysafe::journal",
-            decision = record.decision.as_str(),
-            reasons = %record.reasons.join(","),
-            pipeline = %record.pipeline,
-            run_id = %record.run_id,
-            run_kind = %record.run_kind,
-            window_start = %record.window.start,
-            window_end = %record.window.end,
-            kind = %record.effect.kind,
-            message_type = %record.effect.message_type,
-            target = %record.effect.target,
-            idempotency_key = %record.effect.idempotency_key,
-            attempt = record.attempt,
-            error = record.error.as_deref().unwrap_or(""),
+            decision = entry.decision.as_str(),
+            reasons = %reasons,
+            pipeline = entry.pipeline,
+            run_id = entry.run_id,
+            run_kind = entry.run_kind,
+            kind = entry.kind,
+            message_type = entry.message_type,
+            target = entry.target,
+            idempotency_key = entry.idempotency_key,
+            attempt = entry.attempt,
+            error = entry.error.unwrap_or(""),
             "journal"
         );
         Ok(())
@@ -79,7 +79,7 @@ impl Journal for TracingJournal {
 pub struct NoopJournal;
 
 impl Journal for NoopJournal {
-    fn append(&self, _record: &JournalRecord) -> Result<(), JournalError> {
+    fn append(&self, _entry: &JournalEntry<'_>) -> Result<(), JournalError> {
         Ok(())
     }
 }

@@ -152,3 +152,48 @@ fn written_records_read_back_equal() {
         .unwrap();
     assert_eq!(read, memory.records());
 }
+
+#[test]
+fn borrowed_entries_serialise_exactly_like_records() {
+    let memory = Arc::new(replaysafe_core::MemoryJournal::new());
+    let path = temp_journal("entry-shape");
+    {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let guard = Guard::new(
+            RecordingClient::new(),
+            (JsonlJournal::open(&path).unwrap(), memory.clone()),
+        );
+        let opt_in = replaysafe_core::OptIn::new(
+            "why",
+            "who",
+            contexts::now() + chrono::TimeDelta::hours(1),
+        )
+        .unwrap()
+        .for_kind(replaysafe_core::EffectKind::Email);
+        for cx in [
+            contexts::live(),
+            contexts::backfill(),
+            contexts::backfill().with_opt_in(opt_in),
+        ] {
+            runtime
+                .block_on(guard.send(&cx, &TestEffect::email("a@b.example").with_summary("s")))
+                .unwrap();
+        }
+    }
+    let written = std::fs::read_to_string(&path).unwrap();
+    let from_records: String = memory
+        .records()
+        .iter()
+        .map(|record| serde_json::to_string(record).unwrap() + "\n")
+        .collect();
+    assert_eq!(written, from_records);
+    let via_entry: String = memory
+        .records()
+        .iter()
+        .map(|record| serde_json::to_string(&record.entry()).unwrap() + "\n")
+        .collect();
+    assert_eq!(written, via_entry);
+}
