@@ -91,6 +91,7 @@ fn run_phases(phases: &mut Vec<(&'static str, Duration, bool)>) -> anyhow::Resul
         drop(services.take());
         Ok(())
     })?;
+    phase(phases, "demo", || crate::demo::run(&[]))?;
     phase(phases, "docs", || {
         exec(
             cargo()

@@ -38,7 +38,7 @@ const KEY_DOMAIN: &[u8] = b"replaysafe.idempotency.v1";
 ///     return hashlib.sha256(m).hexdigest()
 /// key("daily_orders", "email", "daily_summary", "ana@shop.example",
 ///     "2026-08-05T00:00:00Z", "2026-08-06T00:00:00Z")
-/// # '31fdfa224fdfb54dbdef67ff96669357106469229fb813924e4a52da7c74a51c'
+/// # '31fdfa224fdfb54dbdef67ff96669357106469229fb813924e4a52da7c74a51c' (docs/reference/idempotency-key.md has more vectors)
 /// ```
 ///
 /// ```

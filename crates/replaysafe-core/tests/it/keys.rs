@@ -135,3 +135,16 @@ proptest! {
         prop_assert_ne!(left, right);
     }
 }
+
+#[test]
+fn documented_vectors_are_the_tested_ones() {
+    let docs = include_str!("../../../../docs/reference/idempotency-key.md");
+    for key in [
+        "31fdfa224fdfb54dbdef67ff96669357106469229fb813924e4a52da7c74a51c",
+        "64c3d5a6137676deb7463d265e3663f5578e6c1ad9d13c7d04f1054e214764ee",
+        "ada99a0d95b8d34f2644834a26d2e7f53e1007787efa8d8dbb9358a7cf6f2783",
+        "9ce4f391250ee126037010c9cb63597b2b9b872e6b855389121c73b8156a1453",
+    ] {
+        assert!(docs.contains(key), "docs/reference/idempotency-key.md lacks {key}");
+    }
+}
