@@ -14,6 +14,8 @@ mod ci;
 mod demo;
 mod services;
 mod system;
+#[cfg(test)]
+mod tidy;
 
 use std::process::ExitCode;
 
