@@ -1,0 +1,131 @@
+//! `replaysafe context`: what replaysafe thinks this run is.
+
+use serde::Serialize;
+
+use replaysafe_core::{EffectKind, ReplayContext};
+
+/// The context and the gate's answer per effect kind, for printing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Resolved {
+    /// Pipeline.
+    pub pipeline: String,
+    /// Run id.
+    pub run_id: String,
+    /// Run kind.
+    pub run_kind: String,
+    /// Replay flag, if set.
+    pub replay_flag: Option<bool>,
+    /// Window start.
+    pub window_start: String,
+    /// Window end.
+    pub window_end: String,
+    /// Backfill id.
+    pub backfill_id: Option<String>,
+    /// Mode.
+    pub mode: String,
+    /// Journal path.
+    pub journal: Option<String>,
+    /// Disagreement between sources, if any.
+    pub conflict: Option<String>,
+    /// Now.
+    pub now: String,
+    /// Per effect kind: deliver or suppress, and why.
+    pub decisions: Vec<KindDecision>,
+}
+
+/// The gate's answer for one kind.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KindDecision {
+    /// Effect kind.
+    pub kind: String,
+    /// `deliver` or `suppress`.
+    pub decision: String,
+    /// Every reason.
+    pub reasons: Vec<String>,
+    /// Max age of the kind.
+    pub max_age: String,
+}
+
+/// Describes `cx`.
+pub fn resolve(cx: &ReplayContext) -> Resolved {
+    Resolved {
+        pipeline: cx.pipeline().to_owned(),
+        run_id: cx.run_id().to_string(),
+        run_kind: cx.run_kind().to_string(),
+        replay_flag: cx.replay_flag(),
+        window_start: replaysafe_core::rfc3339(cx.window().start()),
+        window_end: replaysafe_core::rfc3339(cx.window().end()),
+        backfill_id: cx.backfill_id().map(str::to_owned),
+        mode: cx.mode().as_str().to_owned(),
+        journal: cx.journal_path().map(|p| p.display().to_string()),
+        conflict: cx.conflict().map(str::to_owned),
+        now: replaysafe_core::rfc3339(cx.now()),
+        decisions: EffectKind::BUILT_IN
+            .iter()
+            .map(|kind| {
+                let decision = cx.decide(kind, "*");
+                KindDecision {
+                    kind: kind.to_string(),
+                    decision: if decision.is_delivered() {
+                        "deliver"
+                    } else {
+                        "suppress"
+                    }
+                    .to_owned(),
+                    reasons: decision
+                        .reasons()
+                        .iter()
+                        .map(|r| r.as_str().to_owned())
+                        .collect(),
+                    max_age: crate::duration::format(cx.recency().max_age(kind)),
+                }
+            })
+            .collect(),
+    }
+}
+
+/// Renders as aligned text, or JSON.
+pub fn render(resolved: &Resolved, json: bool) -> String {
+    if json {
+        return serde_json::to_string_pretty(resolved).unwrap_or_default() + "\n";
+    }
+    let or_unset = |value: Option<String>| value.unwrap_or_else(|| "(not set)".to_owned());
+    let mut out = String::new();
+    for (label, value) in [
+        ("pipeline", resolved.pipeline.clone()),
+        ("run id", resolved.run_id.clone()),
+        ("run kind", resolved.run_kind.clone()),
+        (
+            "replay flag",
+            or_unset(resolved.replay_flag.map(|f| f.to_string())),
+        ),
+        (
+            "window",
+            format!("[{}, {})", resolved.window_start, resolved.window_end),
+        ),
+        ("backfill id", or_unset(resolved.backfill_id.clone())),
+        ("mode", resolved.mode.clone()),
+        ("journal", or_unset(resolved.journal.clone())),
+        (
+            "conflict",
+            resolved
+                .conflict
+                .clone()
+                .unwrap_or_else(|| "none".to_owned()),
+        ),
+        ("now", resolved.now.clone()),
+    ] {
+        out.push_str(&format!("{label:<12} {value}\n"));
+    }
+    out.push_str("\ndecision per effect kind:\n");
+    for decision in &resolved.decisions {
+        out.push_str(&format!(
+            "  {:<10} {:<9} max age {:<4} {}\n",
+            decision.kind,
+            decision.decision,
+            decision.max_age,
+            decision.reasons.join(", ")
+        ));
+    }
+    out
+}

@@ -1,0 +1,26 @@
+//! The `replaysafe` command line: reviewers' reports and diffs of journals, backfill
+//! plans, the resolved context of a run, and the gate for shell scripts.
+//!
+//! The binary is documented by `replaysafe --help`; this library holds its commands so
+//! they can be tested and benchmarked directly.
+//!
+//! Exit codes: 0 success (a suppressed `send` is a success), 1 a negative answer
+//! (`diff` found differences, `send` failed to deliver), 2 bad input or an I/O error.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+
+pub mod context;
+pub mod diff;
+pub mod duration;
+pub mod input;
+pub mod plan;
+pub mod render;
+pub mod report;
+
+/// Peak resident memory of this process in KiB (Linux `VmHWM`), when known.
+pub fn peak_memory_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}

@@ -1,0 +1,241 @@
+//! The `replaysafe` binary.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use clap::{CommandFactory, Parser, Subcommand};
+use replaysafe_cli::render::Format;
+use replaysafe_cli::report::Breakdown;
+use replaysafe_cli::{context, diff, duration, input::Progress, plan, report};
+use replaysafe_core::{EffectKind, ReplayContext, RunKind, Window};
+
+/// Replay-safe side effects: report, diff and plan backfills; send through the gate.
+#[derive(Debug, Parser)]
+#[command(name = "replaysafe", version, about, long_about = None, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Print the peak memory of this process on stderr when done.
+    #[arg(long, global = true, hide = true)]
+    print_peak_memory: bool,
+}
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success (for send: delivered or suppressed)
+  1  a negative answer: diff found differences, send failed to deliver
+  2  bad input, unreadable journal or another error";
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Summarise journals for reviewers: what each run or backfill delivered, suppressed and failed.
+    #[command(
+        after_help = "Examples:\n  replaysafe report backfill.jsonl\n  replaysafe report --format markdown --by kind --by reason runs/*.jsonl > comment.md"
+    )]
+    Report {
+        /// Journal files (JSON Lines, schema 1).
+        #[arg(required = true)]
+        journals: Vec<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+        /// Breakdowns to show (repeatable); default: kind and reason.
+        #[arg(long = "by", value_enum)]
+        by: Vec<Breakdown>,
+        /// Count and skip malformed lines instead of failing on the first.
+        #[arg(long)]
+        skip_invalid: bool,
+    },
+    /// Compare two journals by idempotency key; exit 1 when they differ.
+    #[command(
+        after_help = "Examples:\n  replaysafe diff original.jsonl backfill-dry-run.jsonl\n  replaysafe diff --format json a.jsonl b.jsonl | jq .changed"
+    )]
+    Diff {
+        /// The journal to compare against.
+        base: PathBuf,
+        /// The new journal.
+        new: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+        /// Count and skip malformed lines instead of failing on the first.
+        #[arg(long)]
+        skip_invalid: bool,
+    },
+    /// List a backfill's windows and what the gate would do with each effect kind.
+    #[command(
+        after_help = "Examples:\n  replaysafe plan --pipeline daily_orders --start 2026-05-01T00:00:00Z --end 2026-07-30T00:00:00Z --every 1d\n  replaysafe plan --pipeline p --start 2026-08-05T00:00:00Z --end 2026-08-06T00:00:00Z --every 1h --kind scheduled --max-age email=2h"
+    )]
+    Plan {
+        /// Pipeline name.
+        #[arg(long)]
+        pipeline: String,
+        /// Range start, RFC 3339.
+        #[arg(long, value_parser = parse_time)]
+        start: DateTime<Utc>,
+        /// Range end (exclusive), RFC 3339.
+        #[arg(long, value_parser = parse_time)]
+        end: DateTime<Utc>,
+        /// Window length: 90s, 30m, 6h, 1d, 1w.
+        #[arg(long, value_parser = duration::parse)]
+        every: chrono::TimeDelta,
+        /// Run kind of the runs.
+        #[arg(long, default_value = "backfill", value_parser = parse_run_kind)]
+        kind: RunKind,
+        /// Evaluate as of this time (default: now).
+        #[arg(long, value_parser = parse_time)]
+        now: Option<DateTime<Utc>>,
+        /// Override a kind's max age, KIND=DURATION (repeatable).
+        #[arg(long = "max-age", value_parser = parse_max_age)]
+        max_age: Vec<(EffectKind, chrono::TimeDelta)>,
+        /// Effect kinds to show (repeatable); default: every built-in kind.
+        #[arg(long = "effect", value_parser = parse_effect_kind)]
+        effects: Vec<EffectKind>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+    /// Resolve the context from the environment (REPLAYSAFE_*, AIRFLOW_CTX_*) exactly as the SDK does.
+    #[command(
+        after_help = "Example:\n  REPLAYSAFE_PIPELINE=p REPLAYSAFE_RUN_ID=r REPLAYSAFE_RUN_KIND=backfill \\\n  REPLAYSAFE_WINDOW_START=2026-08-05T00:00:00Z REPLAYSAFE_WINDOW_END=2026-08-06T00:00:00Z replaysafe context"
+    )]
+    Context {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print shell completions.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2026-08-05T00:00:00Z ({e})"))
+}
+
+fn parse_run_kind(text: &str) -> Result<RunKind, String> {
+    text.parse()
+        .map_err(|e: replaysafe_core::Error| e.to_string())
+}
+
+fn parse_effect_kind(text: &str) -> Result<EffectKind, String> {
+    text.parse()
+        .map_err(|e: replaysafe_core::Error| e.to_string())
+}
+
+fn parse_max_age(text: &str) -> Result<(EffectKind, chrono::TimeDelta), String> {
+    let (kind, age) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not KIND=DURATION, e.g. email=2h"))?;
+    Ok((parse_effect_kind(kind)?, duration::parse(age)?))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = run(cli.command);
+    if cli.print_peak_memory
+        && let Some(kib) = replaysafe_cli::peak_memory_kib()
+    {
+        eprintln!("peak memory: {kib} KiB");
+    }
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("replaysafe: error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Report {
+            journals,
+            format,
+            by,
+            skip_invalid,
+        } => {
+            let by = if by.is_empty() {
+                vec![Breakdown::Kind, Breakdown::Reason]
+            } else {
+                by
+            };
+            let progress = Progress::for_files(&journals);
+            let report = report::build(&journals, &by, skip_invalid, &progress)?;
+            print!("{}", report::render(&report, format));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Diff {
+            base,
+            new,
+            format,
+            skip_invalid,
+        } => {
+            let progress = Progress::for_files(&[&base, &new]);
+            let diff = diff::compare(&base, &new, skip_invalid, &progress)?;
+            print!("{}", diff::render(&diff, format));
+            Ok(if diff.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        Command::Plan {
+            pipeline,
+            start,
+            end,
+            every,
+            kind,
+            now,
+            max_age,
+            effects,
+            format,
+        } => {
+            let range = Window::new(start, end).context("--start and --end")?;
+            let effects = if effects.is_empty() {
+                EffectKind::BUILT_IN.to_vec()
+            } else {
+                effects
+            };
+            let request = plan::Request {
+                pipeline,
+                range,
+                every,
+                kind,
+                now: now.unwrap_or_else(Utc::now),
+                max_age,
+                effects,
+            };
+            let plan = plan::build(&request)?;
+            if !plan.aligned {
+                eprintln!(
+                    "replaysafe: warning: {range} is not a whole number of {} steps; the last window is short",
+                    plan.every
+                );
+            }
+            print!("{}", plan::render(&plan, format));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Context { json } => {
+            let cx =
+                ReplayContext::from_env().context("resolving the context from the environment")?;
+            print!("{}", context::render(&context::resolve(&cx), json));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "replaysafe",
+                &mut std::io::stdout(),
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

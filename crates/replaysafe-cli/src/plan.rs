@@ -1,0 +1,218 @@
+//! `replaysafe plan`: the windows of a backfill and what the gate would do with each effect kind.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use serde::Serialize;
+
+use replaysafe_core::{EffectKind, FixedClock, RecencyPolicy, ReplayContext, RunKind, Window};
+
+use crate::render::{Format, Table, time_text};
+
+/// Most windows a plan lists.
+pub const MAX_WINDOWS: usize = 100_000;
+
+/// What to plan.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// Pipeline name.
+    pub pipeline: String,
+    /// The whole range.
+    pub range: Window,
+    /// Window length.
+    pub every: TimeDelta,
+    /// Run kind of the runs.
+    pub kind: RunKind,
+    /// When the runs happen.
+    pub now: DateTime<Utc>,
+    /// Max-age overrides.
+    pub max_age: Vec<(EffectKind, TimeDelta)>,
+    /// Effect kinds to show.
+    pub effects: Vec<EffectKind>,
+}
+
+/// The gate's answer for one kind in one window.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Cell {
+    /// Effect kind.
+    pub kind: String,
+    /// Whether it would be delivered.
+    pub deliver: bool,
+    /// Every reason.
+    pub reasons: Vec<String>,
+}
+
+/// One window of the plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PlannedWindow {
+    /// Start.
+    pub start: DateTime<Utc>,
+    /// End (exclusive).
+    pub end: DateTime<Utc>,
+    /// Per effect kind.
+    pub effects: Vec<Cell>,
+}
+
+/// The plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    /// Pipeline.
+    pub pipeline: String,
+    /// Run kind.
+    pub run_kind: String,
+    /// Window length, as given.
+    pub every: String,
+    /// Evaluation time.
+    pub now: DateTime<Utc>,
+    /// Whether the range is a whole number of steps (otherwise the last window is short).
+    pub aligned: bool,
+    /// The windows.
+    pub windows: Vec<PlannedWindow>,
+    /// Windows that would deliver, per kind.
+    pub deliver_counts: Vec<(String, u64)>,
+}
+
+/// Builds the plan; too many windows or a bad max age is an error.
+pub fn build(request: &Request) -> anyhow::Result<Plan> {
+    let mut recency = RecencyPolicy::default();
+    for (kind, age) in &request.max_age {
+        recency = recency.with_max_age(kind.clone(), *age)?;
+    }
+    let windows: Vec<Window> = request
+        .range
+        .split(request.every)?
+        .take(MAX_WINDOWS + 1)
+        .collect();
+    anyhow::ensure!(
+        windows.len() <= MAX_WINDOWS,
+        "--every {} splits the range into more than {MAX_WINDOWS} windows; choose a longer step",
+        crate::duration::format(request.every)
+    );
+    let base = ReplayContext::builder()
+        .pipeline(&request.pipeline)
+        .run_id(format!("plan__{}", request.kind))
+        .run_kind(request.kind)
+        .window(request.range)
+        .recency(recency)
+        .clock(Arc::new(FixedClock::new(request.now)))
+        .build()?;
+    let mut deliver_counts: Vec<(String, u64)> =
+        request.effects.iter().map(|k| (k.to_string(), 0)).collect();
+    let planned = windows
+        .into_iter()
+        .map(|window| {
+            let cx = base.with_window(window);
+            let effects = request
+                .effects
+                .iter()
+                .zip(deliver_counts.iter_mut())
+                .map(|(kind, (_, count))| {
+                    let decision = cx.decide(kind, "*");
+                    if decision.is_delivered() {
+                        *count += 1;
+                    }
+                    Cell {
+                        kind: kind.to_string(),
+                        deliver: decision.is_delivered(),
+                        reasons: decision
+                            .reasons()
+                            .iter()
+                            .map(|r| r.as_str().to_owned())
+                            .collect(),
+                    }
+                })
+                .collect();
+            PlannedWindow {
+                start: window.start(),
+                end: window.end(),
+                effects,
+            }
+        })
+        .collect();
+    Ok(Plan {
+        pipeline: request.pipeline.clone(),
+        run_kind: request.kind.to_string(),
+        every: crate::duration::format(request.every),
+        now: request.now,
+        aligned: request.range.is_aligned_to(request.every),
+        windows: planned,
+        deliver_counts,
+    })
+}
+
+/// Renders the plan.
+pub fn render(plan: &Plan, format: Format) -> String {
+    if format == Format::Json {
+        return serde_json::to_string_pretty(plan).unwrap_or_default() + "\n";
+    }
+    let mut out = String::new();
+    if format == Format::Markdown {
+        out.push_str("## replaysafe plan\n\n");
+    }
+    let kinds: Vec<&str> = plan
+        .deliver_counts
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .collect();
+    let total = plan.windows.len() as u64;
+    let summary: Vec<String> = plan
+        .deliver_counts
+        .iter()
+        .map(|(kind, delivered)| {
+            format!(
+                "{kind} {delivered} delivered / {} suppressed",
+                total - delivered
+            )
+        })
+        .collect();
+    out.push_str(&format!(
+        "{} run of {} over {} windows of {}, evaluated at {}: {}\n\n",
+        plan.run_kind,
+        plan.pipeline,
+        total,
+        plan.every,
+        replaysafe_core::rfc3339(plan.now),
+        summary.join("; ")
+    ));
+    let mut header = vec!["window"];
+    header.extend(kinds.iter().copied());
+    let mut table = DynamicTable {
+        title: "windows".into(),
+        header,
+        rows: Vec::new(),
+    };
+    for window in &plan.windows {
+        let mut row = vec![format!(
+            "{} → {}",
+            time_text(window.start),
+            time_text(window.end)
+        )];
+        row.extend(window.effects.iter().map(|cell| {
+            if cell.deliver {
+                "deliver".to_owned()
+            } else {
+                format!("suppress ({})", cell.reasons.join(", "))
+            }
+        }));
+        table.rows.push(row);
+    }
+    out.push_str(&table.render(format));
+    out
+}
+
+struct DynamicTable<'a> {
+    title: String,
+    header: Vec<&'a str>,
+    rows: Vec<Vec<String>>,
+}
+
+impl DynamicTable<'_> {
+    fn render(&self, format: Format) -> String {
+        let mut table = Table::new(self.title.clone(), [""; 0]);
+        table.set_header(self.header.iter().map(|h| (*h).to_owned()).collect());
+        for row in &self.rows {
+            table.push_row(row.clone());
+        }
+        table.render(format)
+    }
+}

@@ -1,0 +1,5 @@
+//! Integration tests of the `replaysafe` command line.
+
+mod cli;
+mod snapshots;
+mod support;

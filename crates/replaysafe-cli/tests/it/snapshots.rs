@@ -1,0 +1,109 @@
+//! Snapshots of every output format of report, diff and plan.
+
+use chrono::{TimeDelta, TimeZone, Utc};
+use replaysafe_cli::input::Progress;
+use replaysafe_cli::render::Format;
+use replaysafe_cli::report::Breakdown;
+use replaysafe_cli::{diff, plan, report};
+use replaysafe_core::{EffectKind, RunKind, Window};
+
+use crate::support::{Fixture, journal};
+
+const FORMATS: [(Format, &str); 3] = [
+    (Format::Table, "table"),
+    (Format::Markdown, "markdown"),
+    (Format::Json, "json"),
+];
+
+fn stable(text: String, dir: &std::path::Path) -> String {
+    text.replace(&dir.display().to_string(), "[dir]")
+}
+
+#[test]
+fn report_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("backfill", journal(dir.path(), Fixture::Backfill)),
+        ("opt_in", journal(dir.path(), Fixture::OptIn)),
+        ("empty", {
+            let path = dir.path().join("empty.jsonl");
+            std::fs::write(&path, "").unwrap();
+            path
+        }),
+    ];
+    let by = [
+        Breakdown::Kind,
+        Breakdown::MessageType,
+        Breakdown::Target,
+        Breakdown::Window,
+        Breakdown::Reason,
+    ];
+    for (name, path) in cases {
+        let built = report::build(&[path], &by, false, &Progress::hidden()).unwrap();
+        for (format, format_name) in FORMATS {
+            insta::assert_snapshot!(
+                format!("report_{name}_{format_name}"),
+                stable(report::render(&built, format), dir.path())
+            );
+        }
+    }
+}
+
+#[test]
+fn report_headline_reads_in_plain_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = journal(dir.path(), Fixture::Backfill);
+    let built = report::build(&[path], &[], false, &Progress::hidden()).unwrap();
+    let backfill = built.groups.iter().find(|g| g.kind == "backfill").unwrap();
+    assert_eq!(
+        backfill.headline,
+        "backfill bf-test (5 windows, 2026-07-05 → 2026-07-10): would have sent 10 emails to 4 recipients, \
+         5 webhooks to 1 endpoint, 5 file drops; delivered 0; failed 0"
+    );
+    let live = built.groups.iter().find(|g| g.kind == "run").unwrap();
+    assert_eq!(live.delivered, 5);
+    assert_eq!(live.failed_attempts, 1);
+    assert_eq!(live.failed, 0);
+}
+
+#[test]
+fn diff_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = journal(dir.path(), Fixture::OptIn);
+    let new = journal(dir.path(), Fixture::Changed);
+    let found = diff::compare(&base, &new, false, &Progress::hidden()).unwrap();
+    assert_eq!(
+        (
+            found.only_in_new.len(),
+            found.only_in_base.len(),
+            found.changed.len()
+        ),
+        (1, 1, 2)
+    );
+    for (format, format_name) in FORMATS {
+        insta::assert_snapshot!(format!("diff_{format_name}"), diff::render(&found, format));
+    }
+    let same = diff::compare(&base, &base, false, &Progress::hidden()).unwrap();
+    assert!(same.is_empty());
+    insta::assert_snapshot!("diff_equal_table", diff::render(&same, Format::Table));
+}
+
+#[test]
+fn plan_formats() {
+    let start = Utc.with_ymd_and_hms(2026, 8, 1, 0, 0, 0).unwrap();
+    let request = plan::Request {
+        pipeline: "daily_orders".into(),
+        range: Window::new(start, start + TimeDelta::days(3) + TimeDelta::hours(12)).unwrap(),
+        every: TimeDelta::days(1),
+        kind: RunKind::Scheduled,
+        now: start + TimeDelta::days(3) + TimeDelta::hours(14),
+        max_age: vec![(EffectKind::Email, TimeDelta::hours(12))],
+        effects: vec![EffectKind::Email, EffectKind::Webhook, EffectKind::Alert],
+    };
+    let built = plan::build(&request).unwrap();
+    assert!(!built.aligned);
+    assert_eq!(built.windows.len(), 4);
+    for (format, format_name) in FORMATS {
+        insta::assert_snapshot!(format!("plan_{format_name}"), plan::render(&built, format));
+    }
+}
