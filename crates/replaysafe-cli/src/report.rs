@@ -150,6 +150,7 @@ pub struct Builder {
     order: Vec<(&'static str, String)>,
     groups: HashMap<(&'static str, String), GroupState>,
     breakdowns: BTreeMap<Breakdown, BTreeMap<String, Counts>>,
+    windows: BTreeMap<(DateTime<Utc>, DateTime<Utc>), Counts>,
     opt_in_deliveries: Vec<OptInDelivery>,
     records: u64,
 }
@@ -249,7 +250,12 @@ impl Builder {
     }
 
     /// Finishes the report.
-    pub fn finish(self, journals: Vec<String>, skipped_invalid: u64) -> Report {
+    pub fn finish(mut self, journals: Vec<String>, skipped_invalid: u64) -> Report {
+        if let Some(table) = self.breakdowns.get_mut(&Breakdown::Window) {
+            for ((start, end), counts) in std::mem::take(&mut self.windows) {
+                table.insert(format!("{} → {}", time_text(start), time_text(end)), counts);
+            }
+        }
         let mut groups_state = self.groups;
         let groups = self
             .order
