@@ -194,17 +194,24 @@ pub(crate) fn start(names: &[String]) -> anyhow::Result<Running> {
     Ok(running)
 }
 
-/// `cargo xtask services [NAME...]`: start, print `export` lines, wait for Ctrl-C.
+/// `cargo xtask services [NAME...]`: start, print `export` lines, wait for Ctrl-C or SIGTERM,
+/// then stop every server by its pid.
 pub(crate) fn run_foreground(names: &[String]) -> anyhow::Result<()> {
+    let (stop, stopped) = std::sync::mpsc::channel();
+    ctrlc::set_handler(move || {
+        let _ = stop.send(());
+    })
+    .context("installing the SIGINT/SIGTERM handler")?;
     let running = start(names)?;
     for (key, value) in running.env() {
         println!("export {key}={}", shell_quote(&value));
     }
-    println!("# servers running; Ctrl-C stops them");
+    println!("# servers running; Ctrl-C or SIGTERM stops them");
     let _ = std::io::stdout().flush();
-    loop {
-        std::thread::sleep(Duration::from_secs(3600));
-    }
+    let _ = stopped.recv();
+    eprintln!("xtask: stopping services");
+    drop(running);
+    Ok(())
 }
 
 fn shell_quote(value: &str) -> String {
