@@ -10,6 +10,10 @@
 //! | feature | what it adds |
 //! |---|---|
 //! | `testing` | [`testing`]: mock and recording clients, ready-made contexts |
+//! | `sftp` | [`sftp`]: atomic, host-verified, idempotent partner file drops over SFTP |
+//! | `metrics` | [`metrics`]: Pushgateway and StatsD clients, a `metrics` recorder that goes quiet in replays |
+//! | `alert` | [`alert`]: Alertmanager, PagerDuty and Slack alerts that a replay cannot fire |
+//! | `webhook` | [`webhook`]: signed, keyed webhooks and Airflow or URL triggers, with an SSRF guard |
 //! | `full` | every adapter |
 //!
 //! See [`replaysafe_core`] for the complete guide and example.
@@ -24,3 +28,23 @@ pub use replaysafe_core::*;
 #[cfg(feature = "testing")]
 #[doc(inline)]
 pub use replaysafe_test as testing;
+
+/// SFTP file drops (feature `sftp`).
+#[cfg(feature = "sftp")]
+#[doc(inline)]
+pub use replaysafe_sftp as sftp;
+
+/// Pushgateway, StatsD and the `metrics` facade bridge (feature `metrics`).
+#[cfg(feature = "metrics")]
+#[doc(inline)]
+pub use replaysafe_metrics as metrics;
+
+/// Alertmanager, PagerDuty and Slack alerts (feature `alert`).
+#[cfg(feature = "alert")]
+#[doc(inline)]
+pub use replaysafe_alert as alert;
+
+/// Webhooks and downstream triggers (feature `webhook`).
+#[cfg(feature = "webhook")]
+#[doc(inline)]
+pub use replaysafe_webhook as webhook;

@@ -1,0 +1,466 @@
+//! A Prometheus Pushgateway client: one push (or delete) of one group per effect.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE;
+use replaysafe_core::{
+    Delivery, EffectClient, EffectDescription, EffectKind, Guard, Journal, ReplayContext,
+};
+use reqwest::header::CONTENT_TYPE;
+use secrecy::{ExposeSecret, SecretString};
+use url::Url;
+
+use crate::Error;
+use crate::exposition::{self, Sample};
+
+/// `Content-Type` of the text exposition format.
+const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// How a push changes its group at the gateway.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PushMethod {
+    /// `PUT`: the group becomes exactly what is pushed. **Idempotent**: a retry or a
+    /// repeat leaves the same group, whatever was pushed before. Prefer it.
+    Replace,
+    /// `POST`: metrics with the pushed names are replaced, other metrics of the group
+    /// stay. A repeat of the same body changes nothing, but what the group holds
+    /// depends on earlier pushes, so it is not idempotent as a whole.
+    Merge,
+    /// `DELETE`: the group is removed. Idempotent.
+    Delete,
+}
+
+impl PushMethod {
+    fn http(self) -> reqwest::Method {
+        match self {
+            PushMethod::Replace => reqwest::Method::PUT,
+            PushMethod::Merge => reqwest::Method::POST,
+            PushMethod::Delete => reqwest::Method::DELETE,
+        }
+    }
+
+    /// `PUT`, `POST` or `DELETE`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PushMethod::Replace => "PUT",
+            PushMethod::Merge => "POST",
+            PushMethod::Delete => "DELETE",
+        }
+    }
+}
+
+/// One push to the Pushgateway: a group (job and grouping labels) and its samples.
+///
+/// The journal target is the job and the grouping label *names*
+/// (`nightly_export{instance}`); grouping label values and sample label values never
+/// reach the journal, only the payload digest. The summary gives the method and the
+/// values (`PUT orders_total=42, lag_seconds=1.5`).
+///
+/// ```
+/// use replaysafe_metrics::{Push, Sample};
+/// let push = Push::replace("nightly_export")
+///     .with_grouping_label("instance", "batch-01")
+///     .with_help("orders_total", "Orders exported")
+///     .with_sample(Sample::counter("orders_total", 42.0).with_label("region", "eu"));
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Push {
+    method: PushMethod,
+    job: String,
+    grouping: Vec<(String, String)>,
+    samples: Vec<Sample>,
+    help: BTreeMap<String, String>,
+}
+
+impl Push {
+    /// A `PUT` of the group of `job`: replaces the whole group (idempotent).
+    pub fn replace(job: impl Into<String>) -> Self {
+        Push::new(PushMethod::Replace, job)
+    }
+
+    /// A `POST` to the group of `job`: replaces only the metrics it names.
+    pub fn merge(job: impl Into<String>) -> Self {
+        Push::new(PushMethod::Merge, job)
+    }
+
+    /// A `DELETE` of the group of `job`; it takes no samples.
+    pub fn delete(job: impl Into<String>) -> Self {
+        Push::new(PushMethod::Delete, job)
+    }
+
+    fn new(method: PushMethod, job: impl Into<String>) -> Self {
+        Push {
+            method,
+            job: job.into(),
+            grouping: Vec::new(),
+            samples: Vec::new(),
+            help: BTreeMap::new(),
+        }
+    }
+
+    /// Adds a grouping label (a part of the group's URL, such as `instance`).
+    pub fn with_grouping_label(
+        mut self,
+        name: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Self {
+        self.grouping.push((name.into(), value.into()));
+        self
+    }
+
+    /// Adds a sample.
+    pub fn with_sample(mut self, sample: Sample) -> Self {
+        self.samples.push(sample);
+        self
+    }
+
+    /// Adds samples.
+    pub fn with_samples(mut self, samples: impl IntoIterator<Item = Sample>) -> Self {
+        self.samples.extend(samples);
+        self
+    }
+
+    /// Sets the `# HELP` text of a pushed metric.
+    pub fn with_help(mut self, metric: impl Into<String>, text: impl Into<String>) -> Self {
+        self.help.insert(metric.into(), text.into());
+        self
+    }
+
+    /// The method.
+    pub fn method(&self) -> PushMethod {
+        self.method
+    }
+
+    /// The job.
+    pub fn job(&self) -> &str {
+        &self.job
+    }
+
+    /// The samples.
+    pub fn samples(&self) -> &[Sample] {
+        &self.samples
+    }
+
+    /// Checks the push and renders its body.
+    fn render(&self) -> Result<String, Error> {
+        if self.job.is_empty() {
+            return Err(Error::invalid("job", "must not be empty"));
+        }
+        let mut reserved = BTreeSet::from(["job"]);
+        for (name, _) in &self.grouping {
+            exposition::check_label_name(name)?;
+            if !reserved.insert(name.as_str()) {
+                return Err(Error::invalid(
+                    "grouping label",
+                    format!("{name:?} is given twice (job is always part of the group)"),
+                ));
+            }
+        }
+        if self.method == PushMethod::Delete {
+            if !self.samples.is_empty() || !self.help.is_empty() {
+                return Err(Error::invalid("sample", "a delete takes no samples"));
+            }
+            return Ok(String::new());
+        }
+        if self.samples.is_empty() {
+            return Err(Error::invalid(
+                "sample",
+                "a push needs at least one sample (use Push::delete to remove a group)",
+            ));
+        }
+        exposition::render(&self.samples, &self.help, &reserved)
+    }
+
+    /// `job{grouping label names}`, label names sorted: no label value.
+    fn target(&self) -> String {
+        if self.grouping.is_empty() {
+            return self.job.clone();
+        }
+        let mut names: Vec<&str> = self.grouping.iter().map(|(n, _)| n.as_str()).collect();
+        names.sort_unstable();
+        format!("{}{{{}}}", self.job, names.join(","))
+    }
+
+    fn summary(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        let mut seen = BTreeSet::new();
+        for sample in &self.samples {
+            if !seen.insert(sample.name()) {
+                continue;
+            }
+            let series = self
+                .samples
+                .iter()
+                .filter(|s| s.name() == sample.name())
+                .count();
+            parts.push(if series == 1 {
+                format!(
+                    "{}={}",
+                    sample.name(),
+                    exposition::format_value(sample.value())
+                )
+            } else {
+                format!("{}: {series} series", sample.name())
+            });
+        }
+        if parts.is_empty() {
+            self.method.as_str().to_owned()
+        } else {
+            format!("{} {}", self.method.as_str(), parts.join(", "))
+        }
+    }
+}
+
+/// A Pushgateway client; [`PushgatewayClient::builder`] makes a guarded one.
+///
+/// Each effect is one [`Push`] to one group; the receipt is `()`. HTTP 2xx is success;
+/// 408, 425, 429 and 5xx are transient (with `Retry-After`); other statuses, redirects
+/// included, are permanent. The Pushgateway takes no idempotency key: prefer
+/// [`Push::replace`] so that a retry is harmless.
+#[derive(Debug)]
+pub struct PushgatewayClient {
+    base: Url,
+    http: reqwest::Client,
+    basic_auth: Option<(String, SecretString)>,
+}
+
+/// Configures a [`PushgatewayClient`].
+#[derive(Debug)]
+pub struct PushgatewayClientBuilder {
+    base_url: String,
+    timeout: Duration,
+    basic_auth: Option<(String, SecretString)>,
+}
+
+impl PushgatewayClient {
+    /// A builder for a client of the gateway at `base_url` (`http://pushgateway:9091`,
+    /// optionally with a path prefix).
+    pub fn builder(base_url: impl Into<String>) -> PushgatewayClientBuilder {
+        PushgatewayClientBuilder {
+            base_url: base_url.into(),
+            timeout: Duration::from_secs(10),
+            basic_auth: None,
+        }
+    }
+
+    /// The URL of a push's group: `/metrics/job/<job>/<label>/<value>...`, a value
+    /// holding `/` (or empty, `.` or `..`) in the `<label>@base64/<base64url>` form.
+    pub fn group_url(&self, push: &Push) -> Url {
+        let mut url = self.base.clone();
+        {
+            let mut segments = url
+                .path_segments_mut()
+                .expect("an http(s) base URL has path segments");
+            segments.pop_if_empty().push("metrics");
+            for (name, value) in std::iter::once(("job", push.job.as_str()))
+                .chain(push.grouping.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+            {
+                if value.is_empty() || value.contains('/') || value == "." || value == ".." {
+                    let encoded = URL_SAFE.encode(value);
+                    segments
+                        .push(&format!("{name}@base64"))
+                        .push(if encoded.is_empty() { "=" } else { &encoded });
+                } else {
+                    segments.push(name).push(value);
+                }
+            }
+        }
+        url
+    }
+}
+
+impl PushgatewayClientBuilder {
+    /// The timeout of one request (default 10 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// HTTP basic authentication; the password is a wrapped secret.
+    pub fn basic_auth(mut self, user: impl Into<String>, password: SecretString) -> Self {
+        self.basic_auth = Some((user.into(), password));
+        self
+    }
+
+    /// Builds the client without a guard; only [`build_guarded`](Self::build_guarded) is
+    /// public, so no push leaves the process without the gate.
+    fn build(self) -> Result<PushgatewayClient, Error> {
+        let base = parse_base_url(&self.base_url)?;
+        let http = reqwest::Client::builder()
+            .timeout(self.timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| Error::invalid("http client", e))?;
+        Ok(PushgatewayClient {
+            base,
+            http,
+            basic_auth: self.basic_auth,
+        })
+    }
+
+    /// Builds the client inside a [`Guard`] journaling to `journal`.
+    pub fn build_guarded(
+        self,
+        journal: impl Journal + 'static,
+    ) -> Result<Guard<PushgatewayClient>, Error> {
+        Ok(Guard::new(self.build()?, journal))
+    }
+}
+
+/// An http(s) URL without credentials, query or fragment.
+pub(crate) fn parse_base_url(text: &str) -> Result<Url, Error> {
+    let url = Url::parse(text).map_err(|e| Error::invalid("base_url", e))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err(Error::invalid(
+            "base_url",
+            "must be an http or https URL with a host",
+        ));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(Error::invalid(
+            "base_url",
+            "must not hold credentials; use basic_auth",
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(Error::invalid(
+            "base_url",
+            "must not have a query or fragment",
+        ));
+    }
+    Ok(url)
+}
+
+#[async_trait]
+impl EffectClient for PushgatewayClient {
+    type Effect = Push;
+    type Receipt = ();
+    type Error = Error;
+
+    fn describe(&self, _cx: &ReplayContext, push: &Push) -> Result<EffectDescription, Error> {
+        let body = push.render()?;
+        let message_type = match push.method {
+            PushMethod::Replace => "pushgateway_put",
+            PushMethod::Merge => "pushgateway_post",
+            PushMethod::Delete => "pushgateway_delete",
+        };
+        Ok(
+            EffectDescription::new(EffectKind::Metric, message_type, push.target())
+                .map_err(|e| Error::invalid("job", e))?
+                .with_summary(push.summary())
+                .with_payload(body.as_bytes()),
+        )
+    }
+
+    async fn deliver(&self, _delivery: &Delivery<'_>, push: &Push) -> Result<(), Error> {
+        let body = push.render()?;
+        let what = format!(
+            "pushing metrics ({}) to {} group {}",
+            push.method.as_str(),
+            self.base.as_str().trim_end_matches('/'),
+            push.target()
+        );
+        let mut request = self
+            .http
+            .request(push.method.http(), self.group_url(push))
+            .header(CONTENT_TYPE, TEXT_FORMAT)
+            .body(body);
+        if let Some((user, password)) = &self.basic_auth {
+            request = request.basic_auth(user, Some(password.expose_secret()));
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| crate::http::transport(&what, e))?;
+        crate::http::check(response.status(), response.headers(), &what)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(base: &str) -> PushgatewayClient {
+        PushgatewayClient::builder(base).build().unwrap()
+    }
+
+    #[test]
+    fn group_urls_escape_values() {
+        let client = client("http://127.0.0.1:9091/prefix/");
+        let push = Push::replace("nightly export")
+            .with_grouping_label("path", "/var/tmp")
+            .with_grouping_label("empty", "")
+            .with_grouping_label("instance", "a?b");
+        assert_eq!(
+            client.group_url(&push).as_str(),
+            "http://127.0.0.1:9091/prefix/metrics/job/nightly%20export\
+             /path@base64/L3Zhci90bXA=/empty@base64/=/instance/a%3Fb"
+        );
+        let push = Push::replace("a/b");
+        assert_eq!(
+            client.group_url(&push).path(),
+            "/prefix/metrics/job@base64/YS9i"
+        );
+    }
+
+    #[test]
+    fn targets_hold_names_not_values() {
+        let push = Push::replace("nightly_export")
+            .with_grouping_label("region", "eu")
+            .with_grouping_label("instance", "secret-host")
+            .with_sample(Sample::gauge("lag_seconds", 1.5))
+            .with_sample(Sample::counter("orders_total", 1.0).with_label("c", "x"))
+            .with_sample(Sample::counter("orders_total", 2.0).with_label("c", "y"));
+        assert_eq!(push.target(), "nightly_export{instance,region}");
+        assert_eq!(
+            push.summary(),
+            "PUT lag_seconds=1.5, orders_total: 2 series"
+        );
+        assert_eq!(Push::delete("j").summary(), "DELETE");
+    }
+
+    #[test]
+    fn invalid_pushes_name_the_field() {
+        let cases = [
+            (Push::replace(""), "job"),
+            (Push::replace("j"), "sample"),
+            (
+                Push::replace("j")
+                    .with_grouping_label("job", "x")
+                    .with_sample(Sample::gauge("g", 1.0)),
+                "grouping label",
+            ),
+            (
+                Push::replace("j")
+                    .with_grouping_label("bad-name", "x")
+                    .with_sample(Sample::gauge("g", 1.0)),
+                "label name",
+            ),
+            (
+                Push::delete("j").with_sample(Sample::gauge("g", 1.0)),
+                "sample",
+            ),
+        ];
+        for (push, field) in cases {
+            assert_eq!(push.render().unwrap_err().field(), Some(field));
+        }
+    }
+
+    #[test]
+    fn base_urls_are_checked() {
+        for bad in [
+            "ftp://host",
+            "http://user:pw@host:9091",
+            "http://host?x=1",
+            "not a url",
+        ] {
+            let error = PushgatewayClient::builder(bad).build().unwrap_err();
+            assert_eq!(error.field(), Some("base_url"), "{bad}");
+            assert!(!error.to_string().contains("pw@"), "{error}");
+        }
+    }
+}

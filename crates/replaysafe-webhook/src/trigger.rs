@@ -1,0 +1,400 @@
+//! Downstream triggers: an Airflow DAG run, or a call to a generic trigger URL.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use replaysafe_core::{
+    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, IdempotencyKey,
+    Journal, ReplayContext, rfc3339,
+};
+use reqwest::{Method, StatusCode};
+
+use crate::Error;
+use crate::error::Action;
+use crate::transport::{Endpoint, HttpOptions, Outgoing, Transport};
+use crate::webhook::{check_name, http_options};
+
+/// Starts downstream work: a DAG run through Airflow's REST API, or a call to a generic
+/// trigger URL. Reached only through a [`Guard`]; the effect kind is `trigger`, so a
+/// backfill upstream starts nothing downstream and journals what it would have started.
+///
+/// # Airflow
+///
+/// [`TriggerClient::airflow`] posts to `{base}/api/v2/dags/{dag_id}/dagRuns` (Airflow 3's
+/// stable API) the body Airflow's `TriggerDAGRunPostBody` takes:
+///
+/// ```json
+/// {"dag_run_id": "manual__2026-08-05T00:00:00Z__replaysafe-<key>",
+///  "logical_date": "2026-08-05T00:00:00Z",
+///  "data_interval_start": "2026-08-05T00:00:00Z", "data_interval_end": "2026-08-06T00:00:00Z",
+///  "conf": {}}
+/// ```
+///
+/// The logical date is the window's start unless [`Trigger::with_logical_date`] says
+/// otherwise; the data interval is the window. The run id carries the idempotency key,
+/// so Airflow itself refuses a second run of the same logical trigger with 409 Conflict,
+/// which this client reports as delivered with [`TriggerReceipt::already_triggered`].
+/// Its `manual__` prefix is the one Airflow gives API-triggered runs, which a downstream
+/// replaysafe context reads as a manual run. Authenticate with
+/// [`bearer_token`](TriggerBuilder::bearer_token) (a JWT from Airflow's `/auth/token`) or
+/// [`basic_auth`](TriggerBuilder::basic_auth).
+///
+/// # Generic trigger URL
+///
+/// [`TriggerClient::url`] sends (POST unless configured otherwise)
+/// `{"trigger", "pipeline", "logical_date", "data_interval_start", "data_interval_end", "conf"}`
+/// as JSON, with the same idempotency and signature headers as a webhook.
+pub struct TriggerClient {
+    preset: Preset,
+    method: Method,
+    transport: Transport,
+}
+
+enum Preset {
+    Airflow { base: Endpoint },
+    Url { endpoint: Endpoint },
+}
+
+impl fmt::Debug for TriggerClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (preset, endpoint) = match &self.preset {
+            Preset::Airflow { base } => ("airflow", base),
+            Preset::Url { endpoint } => ("url", endpoint),
+        };
+        f.debug_struct("TriggerClient")
+            .field("preset", &preset)
+            .field("endpoint", endpoint)
+            .field("method", &self.method)
+            .field("transport", &self.transport)
+            .finish()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PresetKind {
+    Airflow,
+    Url,
+}
+
+impl TriggerClient {
+    /// Triggers DAG runs on the Airflow 3 API server at `base_url` (such as
+    /// `https://airflow.internal:8080`, or with a path prefix when Airflow is served under one).
+    pub fn airflow(base_url: impl Into<String>) -> TriggerBuilder {
+        TriggerBuilder {
+            preset: PresetKind::Airflow,
+            url: base_url.into(),
+            options: HttpOptions::default(),
+        }
+    }
+
+    /// Triggers by calling `url` (CI systems, schedulers, serverless functions).
+    pub fn url(url: impl Into<String>) -> TriggerBuilder {
+        TriggerBuilder {
+            preset: PresetKind::Url,
+            url: url.into(),
+            options: HttpOptions::default(),
+        }
+    }
+}
+
+/// Configures a [`TriggerClient`]; the same options as a webhook client.
+pub struct TriggerBuilder {
+    preset: PresetKind,
+    url: String,
+    options: HttpOptions,
+}
+
+impl fmt::Debug for TriggerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TriggerBuilder")
+            .field("preset", &self.preset)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TriggerBuilder {
+    http_options!();
+
+    fn build(self) -> Result<TriggerClient, Error> {
+        let preset = match self.preset {
+            PresetKind::Airflow => {
+                let base = Endpoint::parse("airflow base URL", &self.url)?;
+                if base.url().query().is_some() {
+                    return Err(Error::invalid(
+                        "airflow base URL",
+                        "must not have a query string",
+                    ));
+                }
+                if self
+                    .options
+                    .method
+                    .as_ref()
+                    .is_some_and(|m| *m != Method::POST)
+                {
+                    return Err(Error::config(
+                        "method",
+                        "Airflow's API triggers a DAG run with POST only",
+                    ));
+                }
+                Preset::Airflow { base }
+            }
+            PresetKind::Url => Preset::Url {
+                endpoint: Endpoint::parse("trigger URL", &self.url)?,
+            },
+        };
+        let method = self.options.method.clone().unwrap_or(Method::POST);
+        let transport = self.options.build()?;
+        Ok(TriggerClient {
+            preset,
+            method,
+            transport,
+        })
+    }
+
+    /// Checks the configuration and guards the client, journaling to `journal`.
+    pub fn build_guarded(
+        self,
+        journal: impl Journal + 'static,
+    ) -> Result<Guard<TriggerClient>, Error> {
+        Ok(Guard::new(self.build()?, journal))
+    }
+
+    /// Checks the configuration and guards the client with `layer`'s journal and policies.
+    pub fn build_layered(self, layer: &GuardLayer) -> Result<Guard<TriggerClient>, Error> {
+        Ok(layer.layer(self.build()?))
+    }
+}
+
+/// A downstream run to start: the DAG id (Airflow) or trigger name (the message type),
+/// a `conf` object and a logical date.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trigger {
+    name: String,
+    conf: serde_json::Value,
+    logical_date: Option<DateTime<Utc>>,
+}
+
+impl Trigger {
+    /// A trigger of `name`: the DAG id for Airflow, any name for a trigger URL. The conf
+    /// is empty and the logical date is the window's start.
+    pub fn new(name: impl Into<String>) -> Self {
+        Trigger {
+            name: name.into(),
+            conf: serde_json::Value::Object(serde_json::Map::new()),
+            logical_date: None,
+        }
+    }
+
+    /// The run's configuration; must be a JSON object. It is journaled as a digest only.
+    pub fn with_conf(mut self, conf: serde_json::Value) -> Self {
+        self.conf = conf;
+        self
+    }
+
+    /// A logical date other than the window's start.
+    pub fn with_logical_date(mut self, logical_date: DateTime<Utc>) -> Self {
+        self.logical_date = Some(logical_date);
+        self
+    }
+
+    /// The DAG id or trigger name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// What a delivered trigger returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TriggerReceipt {
+    /// The receiver's status (2xx, or 409 when Airflow already had the run).
+    pub status: StatusCode,
+    /// The Airflow DAG run id asked for; `None` for a trigger URL.
+    pub run_id: Option<String>,
+    /// Whether Airflow answered that this run already exists (409): an earlier attempt
+    /// or run of the same logical trigger got through.
+    pub already_triggered: bool,
+}
+
+/// What one trigger becomes on the wire.
+struct Prepared {
+    endpoint: Endpoint,
+    body: Vec<u8>,
+    run_id: Option<String>,
+}
+
+impl TriggerClient {
+    fn endpoint(&self, trigger: &Trigger) -> Result<Endpoint, Error> {
+        match &self.preset {
+            Preset::Url { endpoint } => {
+                check_name("trigger name", &trigger.name)?;
+                Ok(endpoint.clone())
+            }
+            Preset::Airflow { base } => {
+                check_dag_id(&trigger.name)?;
+                let mut url = base.url().clone();
+                url.path_segments_mut()
+                    .map_err(|()| Error::invalid("airflow base URL", "cannot take a path"))?
+                    .pop_if_empty()
+                    .extend(["api", "v2", "dags", &trigger.name, "dagRuns"]);
+                Ok(Endpoint::from_url(url))
+            }
+        }
+    }
+
+    fn prepare(
+        &self,
+        cx: &ReplayContext,
+        trigger: &Trigger,
+        key: Option<&IdempotencyKey>,
+    ) -> Result<Prepared, Error> {
+        if !trigger.conf.is_object() {
+            return Err(Error::invalid("conf", "must be a JSON object"));
+        }
+        let endpoint = self.endpoint(trigger)?;
+        let window = cx.window();
+        let logical_date = rfc3339(trigger.logical_date.unwrap_or(window.start()));
+        let (body, run_id) = match &self.preset {
+            Preset::Airflow { .. } => {
+                // `describe` runs before the guard derives the key; derive the same one.
+                let derived;
+                let key = match key {
+                    Some(key) => key,
+                    None => {
+                        derived = IdempotencyKey::derive(
+                            cx.pipeline(),
+                            &EffectKind::Trigger,
+                            &trigger.name,
+                            endpoint.target(),
+                            window,
+                        );
+                        &derived
+                    }
+                };
+                let run_id = format!("manual__{logical_date}__replaysafe-{key}");
+                let body = serde_json::json!({
+                    "dag_run_id": run_id,
+                    "logical_date": logical_date,
+                    "data_interval_start": rfc3339(window.start()),
+                    "data_interval_end": rfc3339(window.end()),
+                    "conf": trigger.conf,
+                });
+                (body, Some(run_id))
+            }
+            Preset::Url { .. } => {
+                let body = serde_json::json!({
+                    "trigger": trigger.name,
+                    "pipeline": cx.pipeline(),
+                    "logical_date": logical_date,
+                    "data_interval_start": rfc3339(window.start()),
+                    "data_interval_end": rfc3339(window.end()),
+                    "conf": trigger.conf,
+                });
+                (body, None)
+            }
+        };
+        Ok(Prepared {
+            endpoint,
+            body: body.to_string().into_bytes(),
+            run_id,
+        })
+    }
+}
+
+/// Airflow's DAG id rule (`KEY_REGEX`), in ASCII: letters, digits, `_`, `.` and `-`, at most 250.
+fn check_dag_id(dag_id: &str) -> Result<(), Error> {
+    let well_formed = !dag_id.is_empty()
+        && dag_id.len() <= 250
+        && dag_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    if well_formed {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "dag_id",
+            "must be 1 to 250 characters of letters, digits, _, . and -",
+        ))
+    }
+}
+
+#[async_trait]
+impl EffectClient for TriggerClient {
+    type Effect = Trigger;
+    type Receipt = TriggerReceipt;
+    type Error = Error;
+
+    fn describe(&self, cx: &ReplayContext, trigger: &Trigger) -> Result<EffectDescription, Error> {
+        let prepared = self.prepare(cx, trigger, None)?;
+        let summary = match self.preset {
+            Preset::Airflow { .. } => format!("dag run of {}", trigger.name),
+            Preset::Url { .. } => format!("trigger {}", trigger.name),
+        };
+        Ok(EffectDescription::new(
+            EffectKind::Trigger,
+            &trigger.name,
+            prepared.endpoint.target(),
+        )?
+        .with_payload(&prepared.body)
+        .with_summary(summary))
+    }
+
+    async fn deliver(
+        &self,
+        delivery: &Delivery<'_>,
+        trigger: &Trigger,
+    ) -> Result<TriggerReceipt, Error> {
+        let prepared = self.prepare(delivery.context(), trigger, Some(delivery.key()))?;
+        let result = self
+            .transport
+            .send(Outgoing {
+                action: Action::Trigger,
+                method: self.method.clone(),
+                url: prepared.endpoint.url(),
+                target: prepared.endpoint.target(),
+                content_type: "application/json",
+                body: prepared.body,
+                key: delivery.key(),
+            })
+            .await;
+        match result {
+            Ok(status) => Ok(TriggerReceipt {
+                status,
+                run_id: prepared.run_id,
+                already_triggered: false,
+            }),
+            Err(error)
+                if matches!(self.preset, Preset::Airflow { .. })
+                    && error.status() == Some(StatusCode::CONFLICT) =>
+            {
+                Ok(TriggerReceipt {
+                    status: StatusCode::CONFLICT,
+                    run_id: prepared.run_id,
+                    already_triggered: true,
+                })
+            }
+            Err(error) => Err(error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dag_ids_follow_airflow_rules() {
+        for good in ["daily_orders", "team.reports-v2", "A1"] {
+            assert!(check_dag_id(good).is_ok(), "{good}");
+        }
+        for bad in ["", "../etc", "a b", "dag/run", "ünicode", &"x".repeat(251)] {
+            assert_eq!(
+                check_dag_id(bad).unwrap_err().field(),
+                Some("dag_id"),
+                "{bad}"
+            );
+        }
+    }
+}

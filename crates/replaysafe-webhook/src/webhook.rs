@@ -1,0 +1,327 @@
+//! The webhook client and its effect.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use replaysafe_core::{
+    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal,
+    ReplayContext,
+};
+use reqwest::{Method, StatusCode};
+
+use crate::Error;
+use crate::error::Action;
+use crate::transport::{Endpoint, HttpOptions, Outgoing, Transport};
+
+/// Sends webhooks; reached only through a [`Guard`] built by [`WebhookClient::builder`].
+///
+/// Each delivery carries `Idempotency-Key: "<key>"` and, with signing secrets,
+/// `webhook-id: <key>`, `webhook-timestamp` and `webhook-signature` (Standard Webhooks).
+/// The key names the logical effect, so it is the same on every retry and every run.
+pub struct WebhookClient {
+    endpoint: Endpoint,
+    method: Method,
+    transport: Transport,
+}
+
+impl fmt::Debug for WebhookClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookClient")
+            .field("endpoint", &self.endpoint)
+            .field("method", &self.method)
+            .field("transport", &self.transport)
+            .finish()
+    }
+}
+
+impl WebhookClient {
+    /// Starts configuring a client for `endpoint`, an `http` or `https` URL. Its query
+    /// string is sent but never journaled or printed; credentials in it are refused.
+    pub fn builder(endpoint: impl Into<String>) -> WebhookBuilder {
+        WebhookBuilder {
+            endpoint: endpoint.into(),
+            options: HttpOptions::default(),
+        }
+    }
+
+    /// The endpoint as the journal shows it: scheme, host and path.
+    pub fn endpoint(&self) -> &str {
+        self.endpoint.target()
+    }
+}
+
+/// Configures a [`WebhookClient`]; [`build_guarded`](WebhookBuilder::build_guarded) checks
+/// everything and returns the guarded client.
+///
+/// Defaults: `POST`, a 15 s timeout, no redirects followed, no proxy, no signing, and the
+/// default [`SsrfPolicy`](crate::SsrfPolicy) (internal addresses refused).
+pub struct WebhookBuilder {
+    endpoint: String,
+    options: HttpOptions,
+}
+
+impl fmt::Debug for WebhookBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The endpoint is not parsed yet and may hold a secret query: it is not shown.
+        f.debug_struct("WebhookBuilder")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builder methods shared by [`WebhookBuilder`] and [`crate::TriggerBuilder`].
+macro_rules! http_options {
+    () => {
+        /// The HTTP method (default `POST`).
+        pub fn method(mut self, method: reqwest::Method) -> Self {
+            self.options.method = Some(method);
+            self
+        }
+
+        /// A header sent on every request. Its value is not treated as a secret: use
+        /// [`secret_header`](Self::secret_header) for API keys and the like.
+        pub fn header(mut self, name: &str, value: &str) -> Self {
+            self.options.header(name, value);
+            self
+        }
+
+        /// A header whose value is a secret (an API key, say): marked sensitive, and never
+        /// printed, journaled or put in an error.
+        pub fn secret_header(mut self, name: &str, value: secrecy::SecretString) -> Self {
+            self.options.secret_header(name, value);
+            self
+        }
+
+        /// `Authorization: Bearer <token>`, kept secret.
+        pub fn bearer_token(mut self, token: secrecy::SecretString) -> Self {
+            self.options.bearer_token(token);
+            self
+        }
+
+        /// `Authorization: Basic …`, the password kept secret.
+        pub fn basic_auth(mut self, username: &str, password: secrecy::SecretString) -> Self {
+            self.options.basic_auth(username, password);
+            self
+        }
+
+        /// The timeout of one attempt, connection included (default 15 s).
+        pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
+            self.options.timeout(timeout);
+            self
+        }
+
+        /// A Standard Webhooks signing secret (`whsec_…`). Call it again to add another:
+        /// every secret signs each request, so the receiver can rotate keys.
+        pub fn signing_secret(mut self, secret: secrecy::SecretString) -> Self {
+            self.options.signing_secret(secret);
+            self
+        }
+
+        /// Replaces the SSRF policy (default: internal addresses refused).
+        pub fn ssrf_policy(mut self, policy: $crate::SsrfPolicy) -> Self {
+            self.options.ssrf = policy;
+            self
+        }
+    };
+}
+pub(crate) use http_options;
+
+impl WebhookBuilder {
+    http_options!();
+
+    fn build(self) -> Result<WebhookClient, Error> {
+        let endpoint = Endpoint::parse("endpoint", &self.endpoint)?;
+        let method = self.options.method.clone().unwrap_or(Method::POST);
+        let transport = self.options.build()?;
+        Ok(WebhookClient {
+            endpoint,
+            method,
+            transport,
+        })
+    }
+
+    /// Checks the configuration and guards the client, journaling to `journal`.
+    ///
+    /// Errors name the field at fault (`endpoint`, `header`, `timeout`, `signing_secret`)
+    /// and never quote a secret.
+    pub fn build_guarded(
+        self,
+        journal: impl Journal + 'static,
+    ) -> Result<Guard<WebhookClient>, Error> {
+        Ok(Guard::new(self.build()?, journal))
+    }
+
+    /// Checks the configuration and guards the client with `layer`'s journal and policies.
+    pub fn build_layered(self, layer: &GuardLayer) -> Result<Guard<WebhookClient>, Error> {
+        Ok(layer.layer(self.build()?))
+    }
+}
+
+/// A webhook to send: an event type (the message type), a body, and optionally an
+/// endpoint of its own.
+///
+/// The idempotency key is derived from the pipeline, the event type, the endpoint
+/// (scheme, host and path) and the window, not from the body: one event type to one
+/// endpoint per window is one logical effect. Give distinct effects in the same window
+/// distinct event types.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Webhook {
+    event_type: String,
+    content_type: String,
+    body: Vec<u8>,
+    endpoint: Option<String>,
+}
+
+impl fmt::Debug for Webhook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Webhook")
+            .field("event_type", &self.event_type)
+            .field("content_type", &self.content_type)
+            .field("body_bytes", &self.body.len())
+            .field("endpoint", &self.endpoint.as_ref().map(|_| "[set]"))
+            .finish()
+    }
+}
+
+impl Webhook {
+    /// A JSON webhook; the body is `body` serialized compactly.
+    pub fn json(event_type: impl Into<String>, body: &serde_json::Value) -> Self {
+        Webhook {
+            event_type: event_type.into(),
+            content_type: "application/json".into(),
+            body: body.to_string().into_bytes(),
+            endpoint: None,
+        }
+    }
+
+    /// A webhook in the payload shape Standard Webhooks recommends:
+    /// `{"type": event_type, "timestamp": occurred_at, "data": data}`.
+    ///
+    /// `occurred_at` is when the event happened (often the window's end), not when it is
+    /// sent, so every attempt sends the same bytes.
+    pub fn event(
+        event_type: impl Into<String>,
+        occurred_at: DateTime<Utc>,
+        data: serde_json::Value,
+    ) -> Self {
+        let event_type = event_type.into();
+        let body = serde_json::json!({
+            "type": event_type,
+            "timestamp": replaysafe_core::rfc3339(occurred_at),
+            "data": data,
+        });
+        Webhook::json(event_type, &body)
+    }
+
+    /// A webhook with a body of any content type.
+    pub fn raw(
+        event_type: impl Into<String>,
+        content_type: impl Into<String>,
+        body: impl Into<Vec<u8>>,
+    ) -> Self {
+        Webhook {
+            event_type: event_type.into(),
+            content_type: content_type.into(),
+            body: body.into(),
+            endpoint: None,
+        }
+    }
+
+    /// Sends this webhook to `endpoint` instead of the client's; checked in `describe`.
+    pub fn to(mut self, endpoint: impl Into<String>) -> Self {
+        self.endpoint = Some(endpoint.into());
+        self
+    }
+
+    /// The event type.
+    pub fn event_type(&self) -> &str {
+        &self.event_type
+    }
+
+    /// The body bytes, exactly as sent and signed.
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// The content type.
+    pub fn content_type(&self) -> &str {
+        &self.content_type
+    }
+}
+
+/// What a delivered webhook returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Receipt {
+    /// The receiver's 2xx status.
+    pub status: StatusCode,
+}
+
+/// The event type rules: what a journal line and a signed id can carry safely.
+pub(crate) fn check_name(field: &'static str, value: &str) -> Result<(), Error> {
+    if value.trim().is_empty() {
+        return Err(Error::invalid(field, "must not be empty"));
+    }
+    if value.len() > 200 {
+        return Err(Error::invalid(field, "must be at most 200 bytes"));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(Error::invalid(field, "must not contain control characters"));
+    }
+    Ok(())
+}
+
+impl WebhookClient {
+    fn endpoint_for(&self, webhook: &Webhook) -> Result<Option<Endpoint>, Error> {
+        webhook
+            .endpoint
+            .as_deref()
+            .map(|text| Endpoint::parse("webhook endpoint", text))
+            .transpose()
+    }
+}
+
+#[async_trait]
+impl EffectClient for WebhookClient {
+    type Effect = Webhook;
+    type Receipt = Receipt;
+    type Error = Error;
+
+    fn describe(&self, _cx: &ReplayContext, webhook: &Webhook) -> Result<EffectDescription, Error> {
+        check_name("event_type", &webhook.event_type)?;
+        if reqwest::header::HeaderValue::from_str(&webhook.content_type).is_err()
+            || webhook.content_type.trim().is_empty()
+        {
+            return Err(Error::invalid(
+                "content_type",
+                "must be a non-empty header value without control characters",
+            ));
+        }
+        let own = self.endpoint_for(webhook)?;
+        let endpoint = own.as_ref().unwrap_or(&self.endpoint);
+        Ok(
+            EffectDescription::new(EffectKind::Webhook, &webhook.event_type, endpoint.target())?
+                .with_payload(&webhook.body)
+                .with_summary(&webhook.event_type),
+        )
+    }
+
+    async fn deliver(&self, delivery: &Delivery<'_>, webhook: &Webhook) -> Result<Receipt, Error> {
+        let own = self.endpoint_for(webhook)?;
+        let endpoint = own.as_ref().unwrap_or(&self.endpoint);
+        let status = self
+            .transport
+            .send(Outgoing {
+                action: Action::Webhook,
+                method: self.method.clone(),
+                url: endpoint.url(),
+                target: endpoint.target(),
+                content_type: &webhook.content_type,
+                body: webhook.body.clone(),
+                key: delivery.key(),
+            })
+            .await?;
+        Ok(Receipt { status })
+    }
+}
