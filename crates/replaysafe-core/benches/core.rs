@@ -89,6 +89,31 @@ fn main() {
         &backfill.decide(description.kind(), description.target()),
         RedactionPolicy::default(),
     );
+    let mut line = Vec::with_capacity(1024);
+    let encode = best_of(5, || {
+        for _ in 0..RECORDS {
+            line.clear();
+            black_box(&record).entry().write_json(&mut line);
+            black_box(&line);
+        }
+    });
+    report.figure(
+        "core.journal.encode",
+        encode.as_nanos() as f64 / RECORDS as f64,
+        "ns/record",
+    );
+    let serde_encode = best_of(5, || {
+        for _ in 0..RECORDS {
+            line.clear();
+            serde_json::to_writer(&mut line, black_box(&record)).unwrap();
+            black_box(&line);
+        }
+    });
+    report.figure(
+        "core.journal.serde_encode",
+        serde_encode.as_nanos() as f64 / RECORDS as f64,
+        "ns/record",
+    );
     let mut guarded_best = std::time::Duration::MAX;
     let mut raw_best = std::time::Duration::MAX;
     for round in 0..5 {

@@ -65,7 +65,7 @@ impl Journal for JsonlJournal {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let State { writer, line } = &mut *state;
         line.clear();
-        serde_json::to_writer(&mut *line, entry).map_err(|e| self.error(e.into()))?;
+        entry.write_json(line);
         line.push(b'\n');
         writer.write_all(line).map_err(|e| self.error(e))
     }

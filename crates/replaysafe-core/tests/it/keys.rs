@@ -145,6 +145,9 @@ fn documented_vectors_are_the_tested_ones() {
         "ada99a0d95b8d34f2644834a26d2e7f53e1007787efa8d8dbb9358a7cf6f2783",
         "9ce4f391250ee126037010c9cb63597b2b9b872e6b855389121c73b8156a1453",
     ] {
-        assert!(docs.contains(key), "docs/reference/idempotency-key.md lacks {key}");
+        assert!(
+            docs.contains(key),
+            "docs/reference/idempotency-key.md lacks {key}"
+        );
     }
 }
