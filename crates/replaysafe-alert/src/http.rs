@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use replaysafe_webhook::{ResponseClass, classify_status};
+use replaysafe_webhook::{ResponseClass, classify_status, transport_failure};
 use url::Url;
 
 use crate::Error;
@@ -89,29 +89,14 @@ pub(crate) async fn send(
     })
 }
 
-/// A failure without an answer: connection errors and timeouts are transient, errors
-/// building the request permanent. The URL is stripped, as it may be a secret.
+/// A failure without an answer, described and classified as the webhook adapter does.
+/// The URL is stripped, as it may be a secret.
 pub(crate) fn transport(what: &str, error: reqwest::Error) -> Error {
-    let error = error.without_url();
-    let cause = if error.is_timeout() {
-        "timed out".to_owned()
-    } else if error.is_connect() {
-        format!("connection failed: {}", root_cause(&error))
+    let failure = transport_failure(error);
+    let message = format!("{what}: {}", failure.cause);
+    if failure.transient {
+        Error::transient(message, None, None, Some(Box::new(failure.error)))
     } else {
-        root_cause(&error)
-    };
-    let message = format!("{what}: {cause}");
-    if error.is_builder() {
-        Error::permanent(message, None, Some(Box::new(error)))
-    } else {
-        Error::transient(message, None, None, Some(Box::new(error)))
+        Error::permanent(message, None, Some(Box::new(failure.error)))
     }
-}
-
-fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut current = error;
-    while let Some(next) = current.source() {
-        current = next;
-    }
-    current.to_string()
 }

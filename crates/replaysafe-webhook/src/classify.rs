@@ -211,3 +211,43 @@ mod tests {
         );
     }
 }
+
+/// A request that got no HTTP answer, described for an error message.
+///
+/// Public so that other HTTP adapters describe and classify such failures alike.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct TransportFailure {
+    /// What went wrong, for a message: `timed out`, `connection failed: …`, or the root cause.
+    pub cause: String,
+    /// Whether trying again may help: everything but a request that could not be built.
+    pub transient: bool,
+    /// The error, with its URL removed (a URL may hold a secret).
+    pub error: reqwest::Error,
+}
+
+/// Describes a reqwest failure without its URL: timeouts and connection errors are
+/// transient, as is any other failure on the way; a request that could not be built is not.
+pub fn transport_failure(error: reqwest::Error) -> TransportFailure {
+    let error = error.without_url();
+    let cause = if error.is_timeout() {
+        "timed out".to_owned()
+    } else if error.is_connect() {
+        format!("connection failed: {}", root_cause(&error))
+    } else {
+        root_cause(&error)
+    };
+    TransportFailure {
+        cause,
+        transient: !error.is_builder(),
+        error,
+    }
+}
+
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut current = error;
+    while let Some(next) = current.source() {
+        current = next;
+    }
+    current.to_string()
+}

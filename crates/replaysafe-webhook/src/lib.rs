@@ -83,7 +83,10 @@ mod transport;
 mod trigger;
 mod webhook;
 
-pub use classify::{ResponseClass, classify_status, classify_status_at, parse_retry_after};
+pub use classify::{
+    ResponseClass, TransportFailure, classify_status, classify_status_at, parse_retry_after,
+    transport_failure,
+};
 pub use error::Error;
 pub use reqwest::Method;
 pub use signing::SigningSecret;
