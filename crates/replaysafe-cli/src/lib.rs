@@ -17,6 +17,7 @@ pub mod input;
 pub mod plan;
 pub mod render;
 pub mod report;
+pub mod send;
 
 /// Peak resident memory of this process in KiB (Linux `VmHWM`), when known.
 pub fn peak_memory_kib() -> Option<u64> {

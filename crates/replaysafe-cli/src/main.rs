@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use clap::{CommandFactory, Parser, Subcommand};
 use replaysafe_cli::render::Format;
 use replaysafe_cli::report::Breakdown;
-use replaysafe_cli::{context, diff, duration, input::Progress, plan, report};
+use replaysafe_cli::{context, diff, duration, input::Progress, plan, report, send};
 use replaysafe_core::{EffectKind, ReplayContext, RunKind, Window};
 
 /// Replay-safe side effects: report, diff and plan backfills; send through the gate.
@@ -106,11 +106,101 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Send one effect through the gate, for shell scripts and Airflow BashOperator tasks.
+    #[command(subcommand)]
+    Send(SendCommand),
     /// Print shell completions.
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum SendCommand {
+    /// Send a JSON webhook (Standard Webhooks signing with --secret-env).
+    #[command(
+        after_help = "Exit 0 when delivered or suppressed (one line on stderr says which and why).\n\nExample:\n  REPLAYSAFE_JOURNAL=journal.jsonl replaysafe send webhook --url https://partner.example/hooks \\\n    --event-type orders.published --data @totals.json --secret-env PARTNER_WEBHOOK_SECRET"
+    )]
+    Webhook {
+        /// Endpoint URL.
+        #[arg(long)]
+        url: String,
+        /// Event type; also the message type of the effect.
+        #[arg(long)]
+        event_type: String,
+        /// JSON body, or @FILE to read it from a file.
+        #[arg(long)]
+        data: String,
+        /// A plain header, NAME:VALUE (repeatable); secrets go in --secret-header-env.
+        #[arg(long = "header", value_parser = parse_header)]
+        headers: Vec<(String, String)>,
+        /// A header whose value is read from an environment variable, NAME=VARIABLE (repeatable).
+        #[arg(long = "secret-header-env", value_parser = parse_assignment)]
+        secret_headers: Vec<(String, String)>,
+        /// Environment variable holding a whsec_ signing secret.
+        #[arg(long)]
+        secret_env: Option<String>,
+        /// Host (or IP) the SSRF guard lets through even if internal (repeatable).
+        #[arg(long = "allow-host")]
+        allow_hosts: Vec<String>,
+        /// Journal path (default: REPLAYSAFE_JOURNAL).
+        #[arg(long)]
+        journal: Option<PathBuf>,
+    },
+    /// Send an email over SMTP, one message per recipient.
+    #[command(
+        after_help = "Exit 0 when delivered or suppressed (one line per recipient on stderr says which and why).\n\nExample:\n  REPLAYSAFE_JOURNAL=journal.jsonl replaysafe send email --smtp smtp://mail.internal:587 --starttls \\\n    --user reports --password-env SMTP_PASSWORD --from reports@shop.example --to ana@shop.example \\\n    --subject 'Orders for 2026-08-05' --body @summary.txt --message-type daily_summary"
+    )]
+    Email {
+        /// SMTP server, smtp://HOST:PORT.
+        #[arg(long)]
+        smtp: String,
+        /// Require STARTTLS (without it, plain SMTP is allowed to loopback hosts only).
+        #[arg(long)]
+        starttls: bool,
+        /// Login user.
+        #[arg(long)]
+        user: Option<String>,
+        /// Environment variable holding the password.
+        #[arg(long)]
+        password_env: Option<String>,
+        /// Extra trusted root certificate, PEM.
+        #[arg(long)]
+        ca_file: Option<PathBuf>,
+        /// Sender address.
+        #[arg(long)]
+        from: String,
+        /// Recipient (repeatable).
+        #[arg(long, required = true)]
+        to: Vec<String>,
+        /// Subject.
+        #[arg(long)]
+        subject: String,
+        /// Text body, or @FILE.
+        #[arg(long)]
+        body: String,
+        /// Message type (part of the idempotency key).
+        #[arg(long, default_value = "notification")]
+        message_type: String,
+        /// Journal path (default: REPLAYSAFE_JOURNAL).
+        #[arg(long)]
+        journal: Option<PathBuf>,
+    },
+}
+
+fn parse_header(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text
+        .split_once(':')
+        .ok_or_else(|| format!("{text:?} is not NAME:VALUE"))?;
+    Ok((name.trim().to_owned(), value.trim().to_owned()))
+}
+
+fn parse_assignment(text: &str) -> Result<(String, String), String> {
+    let (name, variable) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not NAME=VARIABLE"))?;
+    Ok((name.trim().to_owned(), variable.trim().to_owned()))
 }
 
 fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
@@ -228,6 +318,16 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             print!("{}", context::render(&context::resolve(&cx), json));
             Ok(ExitCode::SUCCESS)
         }
+        Command::Send(send) => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let ended = runtime.block_on(run_send(send))?;
+            Ok(match ended {
+                send::Ended::Done => ExitCode::SUCCESS,
+                send::Ended::Failed => ExitCode::from(1),
+            })
+        }
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,
@@ -236,6 +336,63 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 &mut std::io::stdout(),
             );
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn run_send(command: SendCommand) -> anyhow::Result<send::Ended> {
+    match command {
+        SendCommand::Webhook {
+            url,
+            event_type,
+            data,
+            headers,
+            secret_headers,
+            secret_env,
+            allow_hosts,
+            journal,
+        } => {
+            let text = send::text_or_file("--data", &data)?;
+            let data: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| anyhow::anyhow!("--data: not valid JSON ({e})"))?;
+            let request = send::WebhookRequest {
+                url,
+                event_type,
+                data,
+                headers,
+                secret_headers,
+                secret_env,
+                allow_hosts,
+            };
+            send::webhook(request, journal.as_deref()).await
+        }
+        SendCommand::Email {
+            smtp,
+            starttls,
+            user,
+            password_env,
+            ca_file,
+            from,
+            to,
+            subject,
+            body,
+            message_type,
+            journal,
+        } => {
+            let body = send::text_or_file("--body", &body)?;
+            let request = send::EmailRequest {
+                smtp,
+                starttls,
+                user,
+                password_env,
+                ca_file,
+                from,
+                to,
+                subject,
+                body,
+                message_type,
+            };
+            send::email(request, journal.as_deref()).await
         }
     }
 }

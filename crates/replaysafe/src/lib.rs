@@ -9,11 +9,12 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `testing` | [`testing`]: mock and recording clients, ready-made contexts |
-//! | `sftp` | [`sftp`]: atomic, host-verified, idempotent partner file drops over SFTP |
-//! | `metrics` | [`metrics`]: Pushgateway and StatsD clients, a `metrics` recorder that goes quiet in replays |
-//! | `alert` | [`alert`]: Alertmanager, PagerDuty and Slack alerts that a replay cannot fire |
-//! | `webhook` | [`webhook`]: signed, keyed webhooks and Airflow or URL triggers, with an SSRF guard |
+//! | `testing` | `testing`: mock and recording clients, ready-made contexts |
+//! | `sftp` | `sftp`: atomic, host-verified, idempotent partner file drops over SFTP |
+//! | `metrics` | `metrics`: Pushgateway and StatsD clients, a `metrics` recorder that goes quiet in replays |
+//! | `alert` | `alert`: Alertmanager, PagerDuty and Slack alerts that a replay cannot fire |
+//! | `webhook` | `webhook`: signed, keyed webhooks and Airflow or URL triggers, with an SSRF guard |
+//! | `email` | `email`: SMTP (lettre) or `.eml` folder email, one keyed effect per recipient |
 //! | `full` | every adapter |
 //!
 //! See [`replaysafe_core`] for the complete guide and example.
@@ -48,3 +49,8 @@ pub use replaysafe_alert as alert;
 #[cfg(feature = "webhook")]
 #[doc(inline)]
 pub use replaysafe_webhook as webhook;
+
+/// Email over SMTP or into a folder (feature `email`).
+#[cfg(feature = "email")]
+#[doc(inline)]
+pub use replaysafe_email as email;

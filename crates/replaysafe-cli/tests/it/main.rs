@@ -1,5 +1,6 @@
 //! Integration tests of the `replaysafe` command line.
 
 mod cli;
+mod send;
 mod snapshots;
 mod support;

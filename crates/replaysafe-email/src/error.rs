@@ -1,0 +1,257 @@
+//! The crate's one error type: opaque, classified, free of secrets and addresses.
+
+use std::error::Error as StdError;
+use std::io;
+use std::time::Duration;
+
+use replaysafe_core::Classify;
+
+/// Why an email could not be described, configured or delivered.
+///
+/// The kind is private; ask with the predicates. The backend's error (lettre's) is
+/// reachable through [`std::error::Error::source`] only, so a lettre upgrade is not a
+/// breaking change.
+///
+/// Messages never carry a password, a message body or a recipient address: they are
+/// journaled and logged. Invalid input names the field (`invalid email field subject:
+/// contains CR or LF`) and points at a list entry by index (`to[1]`), not by value.
+///
+/// # Classification
+///
+/// | failure | class |
+/// |---|---|
+/// | SMTP 4xx reply (greylisting, mailbox busy, 421 closing) | transient |
+/// | connection refused, reset, timed out, network error | transient |
+/// | no answer within the client's `timeout` | transient |
+/// | SMTP 5xx reply, 535 authentication failure included | permanent |
+/// | TLS handshake or certificate failure, garbled reply, missing STARTTLS or AUTH | permanent |
+/// | invalid email or configuration | permanent (and never sent) |
+/// | writing the `.eml` file of the folder backend | permanent |
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct Error {
+    kind: Kind,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum Kind {
+    /// The email is malformed; found by `describe`, before anything is sent.
+    #[error("invalid email field {}: {}", .0.field, .0.problem)]
+    Invalid(Invalid),
+    /// The client's configuration is wrong; found when building it.
+    #[error("invalid email client configuration {field}: {problem}")]
+    Config {
+        field: &'static str,
+        problem: String,
+    },
+    /// An SMTP exchange failed.
+    #[error("sending email through {server}: {}", lowercase_first(&source.to_string()))]
+    Smtp {
+        server: String,
+        source: lettre::transport::smtp::Error,
+    },
+    /// The server did not finish the attempt in time.
+    #[error("sending email through {server}: no answer within {after:?}")]
+    TimedOut { server: String, after: Duration },
+    /// Writing the `.eml` file failed.
+    #[error("writing email to folder {folder}: {source}")]
+    Folder {
+        folder: String,
+        source: lettre::transport::file::Error,
+    },
+}
+
+/// A field of an email that failed validation. Cloned out of the email's cached validation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Invalid {
+    pub(crate) field: String,
+    pub(crate) problem: String,
+}
+
+impl Invalid {
+    pub(crate) fn new(field: impl Into<String>, problem: impl Into<String>) -> Self {
+        Invalid {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
+impl From<Invalid> for Error {
+    fn from(invalid: Invalid) -> Self {
+        Error {
+            kind: Kind::Invalid(invalid),
+        }
+    }
+}
+
+impl Error {
+    pub(crate) fn config(field: &'static str, problem: impl Into<String>) -> Self {
+        Error {
+            kind: Kind::Config {
+                field,
+                problem: problem.into(),
+            },
+        }
+    }
+
+    pub(crate) fn smtp(server: &str, source: lettre::transport::smtp::Error) -> Self {
+        Error {
+            kind: Kind::Smtp {
+                server: server.to_owned(),
+                source,
+            },
+        }
+    }
+
+    pub(crate) fn timed_out(server: &str, after: Duration) -> Self {
+        Error {
+            kind: Kind::TimedOut {
+                server: server.to_owned(),
+                after,
+            },
+        }
+    }
+
+    pub(crate) fn folder(folder: &str, source: lettre::transport::file::Error) -> Self {
+        Error {
+            kind: Kind::Folder {
+                folder: folder.to_owned(),
+                source,
+            },
+        }
+    }
+
+    /// Whether the email itself is invalid (a bad address, CR or LF in a header, no
+    /// recipient). Such an email is refused by `describe`: nothing is sent or journaled.
+    pub fn is_invalid(&self) -> bool {
+        matches!(self.kind, Kind::Invalid(_))
+    }
+
+    /// Whether the client's configuration was refused when building it.
+    pub fn is_config(&self) -> bool {
+        matches!(self.kind, Kind::Config { .. })
+    }
+
+    /// The field at fault, for invalid emails (`subject`, `to[0] display name`,
+    /// `attachment[1] filename`, `recipients`) and refused configurations (`host`, `tls`).
+    pub fn field(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Invalid(invalid) => Some(&invalid.field),
+            Kind::Config { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+
+    /// The SMTP reply code of a refusal (`451`, `535`, `550`), if the server sent one.
+    pub fn smtp_code(&self) -> Option<u16> {
+        match &self.kind {
+            Kind::Smtp { source, .. } => source.status().map(u16::from),
+            _ => None,
+        }
+    }
+
+    /// Whether the attempt ran out of time (the client's `timeout`).
+    pub fn is_timeout(&self) -> bool {
+        match &self.kind {
+            Kind::TimedOut { .. } => true,
+            Kind::Smtp { source, .. } => source.is_timeout(),
+            _ => false,
+        }
+    }
+
+    /// Whether the failure happened before the server gave any SMTP reply: the
+    /// connection was refused, reset or timed out, or the TLS handshake failed.
+    pub fn is_connection(&self) -> bool {
+        match &self.kind {
+            Kind::Smtp { source, .. } => {
+                source.status().is_none()
+                    && !source.is_client()
+                    && !source.is_response()
+                    && !source.is_transport_shutdown()
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Whether an I/O error in the chain is a TLS failure: tokio-rustls reports handshake
+/// and certificate errors as `InvalidData`, while refusals, resets and timeouts have
+/// their own kinds.
+fn io_kind(error: &(dyn StdError + 'static)) -> Option<io::ErrorKind> {
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if let Some(io_error) = error.downcast_ref::<io::Error>() {
+            return Some(io_error.kind());
+        }
+        current = error.source();
+    }
+    None
+}
+
+fn smtp_is_transient(error: &lettre::transport::smtp::Error) -> bool {
+    if error.is_transient() || error.is_timeout() {
+        return true;
+    }
+    if error.is_permanent()
+        || error.is_client()
+        || error.is_response()
+        || error.is_tls()
+        || error.is_transport_shutdown()
+    {
+        return false;
+    }
+    // A connection or network error: refused, reset, timed out, unreachable, or a TLS
+    // handshake that failed (reported as InvalidData), which no retry repairs.
+    !matches!(
+        io_kind(error),
+        Some(io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput)
+    )
+}
+
+impl Classify for Error {
+    fn is_transient(&self) -> bool {
+        match &self.kind {
+            Kind::Smtp { source, .. } => smtp_is_transient(source),
+            Kind::TimedOut { .. } => true,
+            Kind::Invalid(_) | Kind::Config { .. } | Kind::Folder { .. } => false,
+        }
+    }
+}
+
+/// lettre says "Connection error: ..."; our messages are lowercase.
+fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_fields_are_named_and_permanent() {
+        let error = Error::from(Invalid::new("subject", "contains CR or LF"));
+        assert_eq!(
+            error.to_string(),
+            "invalid email field subject: contains CR or LF"
+        );
+        assert!(error.is_invalid() && error.is_permanent() && !error.is_transient());
+        assert_eq!(error.field(), Some("subject"));
+        assert_eq!(error.smtp_code(), None);
+        assert!(!error.is_connection());
+    }
+
+    #[test]
+    fn configuration_errors_are_permanent() {
+        let error = Error::config("tls", "plaintext is for loopback hosts only");
+        assert!(error.is_config() && error.is_permanent());
+        assert_eq!(
+            error.to_string(),
+            "invalid email client configuration tls: plaintext is for loopback hosts only"
+        );
+    }
+}
