@@ -84,14 +84,14 @@ fn run_phases(phases: &mut Vec<(&'static str, Duration, bool)>) -> anyhow::Resul
         exec(
             cargo()
                 .args(["test", "--workspace", "--all-features"])
-                .envs(env),
+                .envs(env.clone()),
         )
     })?;
+    phase(phases, "demo", || crate::demo::run_real(env))?;
     phase(phases, "stop services", || {
         drop(services.take());
         Ok(())
     })?;
-    phase(phases, "demo", || crate::demo::run(&[]))?;
     phase(phases, "docs", || {
         exec(
             cargo()
