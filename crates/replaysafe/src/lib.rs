@@ -54,3 +54,8 @@ pub use replaysafe_webhook as webhook;
 #[cfg(feature = "email")]
 #[doc(inline)]
 pub use replaysafe_email as email;
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(all(doctest, feature = "testing"))]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeExample;
