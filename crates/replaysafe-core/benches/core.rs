@@ -114,6 +114,43 @@ fn main() {
         serde_encode.as_nanos() as f64 / RECORDS as f64,
         "ns/record",
     );
+    // The journaling step alone: JsonlJournal::append of the same record, against the raw baseline.
+    let mut append_best = std::time::Duration::MAX;
+    let mut raw_only_best = std::time::Duration::MAX;
+    for round in 0..5 {
+        let raw_path = scratch.join(format!("raw-only-{round}.jsonl"));
+        raw_only_best = raw_only_best.min(best_of(1, || {
+            let mut out =
+                BufWriter::with_capacity(64 * 1024, std::fs::File::create(&raw_path).unwrap());
+            for _ in 0..RECORDS {
+                serde_json::to_writer(&mut out, black_box(&record)).unwrap();
+                out.write_all(b"\n").unwrap();
+            }
+            out.flush().unwrap();
+        }));
+        let append_path = scratch.join(format!("append-{round}.jsonl"));
+        append_best = append_best.min(best_of(1, || {
+            let journal = JsonlJournal::open(&append_path).unwrap();
+            let entry = record.entry();
+            for _ in 0..RECORDS {
+                replaysafe_core::Journal::append(&journal, black_box(&entry)).unwrap();
+            }
+            replaysafe_core::Journal::flush(&journal).unwrap();
+        }));
+        let _ = std::fs::remove_file(&raw_path);
+        let _ = std::fs::remove_file(&append_path);
+    }
+    report.figure(
+        "core.journal.append_rate",
+        per_second(RECORDS, append_best),
+        "records/s",
+    );
+    report.ratio(
+        "core.journal.append_vs_raw",
+        raw_only_best.as_secs_f64() / append_best.as_secs_f64(),
+        "serde_json::to_writer of the same record into a 64 KiB BufWriter",
+    );
+
     let mut guarded_best = std::time::Duration::MAX;
     let mut raw_best = std::time::Duration::MAX;
     for round in 0..5 {
