@@ -16,7 +16,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let services = crate::services::start(&[])?;
     let mut command = cargo();
     command
-        .args(["bench", "--workspace", "--all-features"])
+        .args(["bench", "--workspace", "--all-features", "--bench", "*"])
         .args(args)
         .envs(services.env())
         .env("REPLAYSAFE_BENCH_OUT", &out);
