@@ -59,3 +59,8 @@ pub use replaysafe_email as email;
 #[cfg(all(doctest, feature = "testing"))]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeExample;
+
+/// The pipeline authors' guide's examples, compiled and run as doctests.
+#[cfg(all(doctest, feature = "testing", feature = "webhook", feature = "email"))]
+#[doc = include_str!("../../../docs/guides/authors.md")]
+pub struct AuthorsGuideExamples;
