@@ -96,6 +96,21 @@ fn context_and_journal(
     Ok((cx, Arc::new(journal)))
 }
 
+/// An error and its causes on one line, each cause once.
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let message = cause.to_string();
+        if !text.contains(&message) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// One line on stderr saying what happened to one effect; returns whether it failed.
 fn announce<R, E: std::error::Error + Classify + 'static>(
     what: &str,
@@ -125,7 +140,10 @@ fn announce<R, E: std::error::Error + Classify + 'static>(
             );
             Ok(true)
         }
-        Err(error) => Err(anyhow!("{what} to {target}: {error}")),
+        Err(error) => Err(anyhow::Error::msg(format!(
+            "{what} to {target}: {}",
+            chain(error)
+        ))),
     }
 }
 
@@ -160,7 +178,7 @@ pub async fn webhook(request: WebhookRequest, journal: Option<&Path>) -> anyhow:
                 .apply(description.target())
                 .into_owned()
         })
-        .map_err(|e| anyhow!("{e}"))?;
+        .map_err(|e| anyhow!("{}", chain(&e)))?;
     let result = guard.send(&cx, &webhook).await;
     let failed = announce(&format!("webhook {}", request.event_type), &target, &result);
     replaysafe_core::Journal::flush(&*journal)?;

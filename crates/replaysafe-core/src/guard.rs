@@ -110,15 +110,18 @@ pub struct Suppressed {
 }
 
 /// Why [`Guard::send`] failed. Never a suppression.
+///
+/// Its message says what failed; the cause is its [`source`](std::error::Error::source),
+/// so `{:#}` with anyhow, or walking the chain, prints each cause once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SendError<E: std::error::Error + 'static> {
-    /// The effect is invalid; nothing was sent and nothing journaled.
-    #[error("invalid effect: {0}")]
+    /// The effect is invalid; nothing was sent and nothing journaled. The source says what was wrong.
+    #[error("invalid effect")]
     Invalid(#[source] E),
     /// Delivery was attempted and failed: a permanent error, or transient ones until the
     /// attempts or the time ran out.
-    #[error("delivery failed after {attempts} attempt(s): {source}")]
+    #[error("delivery failed after {attempts} attempt(s)")]
     Failed {
         /// Attempts made.
         attempts: u32,
@@ -128,7 +131,7 @@ pub enum SendError<E: std::error::Error + 'static> {
     },
     /// The journal could not record the decision. When `delivered` is true the receiver
     /// did get the effect; the journal is what is missing.
-    #[error("journaling a {} effect: {source}", if *.delivered { "delivered" } else { "suppressed or failed" })]
+    #[error("journaling a {} effect", if *.delivered { "delivered" } else { "suppressed or failed" })]
     Journal {
         /// Whether the effect reached the receiver.
         delivered: bool,

@@ -87,11 +87,18 @@ async fn the_routing_key_and_the_slack_url_appear_in_no_journal_or_log_line() {
         ("slack Debug", format!("{slack:?} {unreachable:?}")),
         (
             "errors",
-            format!("{pd_error} {pd_error:?} {slack_error} {slack_error:?}"),
+            format!(
+                "{} {pd_error:?} {} {slack_error:?}",
+                replaysafe_test::error_chain(&pd_error),
+                replaysafe_test::error_chain(&slack_error)
+            ),
         ),
         (
             "transport error",
-            format!("{transport_error} {transport_error:?}"),
+            format!(
+                "{} {transport_error:?}",
+                replaysafe_test::error_chain(&transport_error)
+            ),
         ),
         ("build errors", format!("{invalid} {invalid:?} {empty_key}")),
     ];
@@ -110,7 +117,7 @@ async fn the_routing_key_and_the_slack_url_appear_in_no_journal_or_log_line() {
         );
     }
     assert!(
-        format!("{transport_error}").contains("connection failed"),
+        replaysafe_test::error_chain(&transport_error).contains("connection failed"),
         "{transport_error}"
     );
 }

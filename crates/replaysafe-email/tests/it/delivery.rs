@@ -177,10 +177,8 @@ async fn a_single_recipient_email_goes_through_guard_send() {
         .send(&contexts::live(), &pair)
         .await
         .expect_err("refused");
-    assert!(
-        error.to_string().contains("invalid email field recipients"),
-        "{error}"
-    );
+    let shown = replaysafe_test::error_chain(&error);
+    assert!(shown.contains("invalid email field recipients"), "{shown}");
     assert_eq!(
         mails_containing(&maildir, &domain).len(),
         1,

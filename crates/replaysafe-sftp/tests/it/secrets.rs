@@ -72,7 +72,10 @@ async fn the_key_passphrase_appears_in_no_journal_log_or_error() {
     let bad = build(wrong_passphrase).with_retry(RetryPolicy::none());
     let other = FileDrop::from_bytes("orders_export", format!("{}.csv", unique("wrong")), "x");
     let error = bad.send(&contexts::live(), &other).await.unwrap_err();
-    let shown = format!("{error} / {error:?} / {bad:?}");
+    let shown = format!(
+        "{} / {error:?} / {bad:?}",
+        replaysafe_test::error_chain(&error)
+    );
 
     good.journal().flush().unwrap();
     bad.journal().flush().unwrap();
