@@ -34,6 +34,7 @@ use replaysafe_core::{
 
 pub mod bench;
 pub mod contexts;
+pub mod logs;
 pub mod services;
 
 /// A generic effect for tests: any kind, message type, target and payload.

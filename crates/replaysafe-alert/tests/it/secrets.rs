@@ -9,15 +9,16 @@ use secrecy::SecretString;
 use crate::pagerduty::{self, ROUTING_KEY};
 use crate::slack;
 use crate::support::{
-    FileJournal, Logs, Receiver, Reply, SLACK_PATH, pagerduty_contract, slack_contract,
+    FileJournal, Receiver, Reply, SLACK_PATH, pagerduty_contract, slack_contract,
     suppressing_contexts,
 };
+use replaysafe_test::logs::CapturedLogs;
 
 const SLACK_SECRET: &str = "slack-canary-7f3a91c2";
 
 #[tokio::test]
 async fn the_routing_key_and_the_slack_url_appear_in_no_journal_or_log_line() {
-    let logs = Logs::capture();
+    let (logs, _capture) = CapturedLogs::capture_thread();
     let journal = FileJournal::new();
     let pd_receiver = Receiver::start(pagerduty_contract).await;
     let slack_receiver = Receiver::start(slack_contract).await;

@@ -6,7 +6,8 @@ use replaysafe_alert::{AlertmanagerApi, Matcher};
 use replaysafe_test::contexts;
 
 use crate::alertmanager::{alertmanager_url, alerts_of, client};
-use crate::support::{FileJournal, Logs, backfill_now, live_now, unique};
+use crate::support::{FileJournal, backfill_now, live_now, unique};
+use replaysafe_test::logs::CapturedLogs;
 
 fn api() -> AlertmanagerApi {
     AlertmanagerApi::new(&alertmanager_url()).unwrap()
@@ -92,7 +93,7 @@ async fn the_backfill_silence_matches_the_pipelines_alerts_and_is_expired_at_the
 
 #[tokio::test]
 async fn a_silence_dropped_without_end_says_so_and_keeps_its_deadline() {
-    let logs = Logs::capture();
+    let (logs, _capture) = CapturedLogs::capture_thread();
     let pipeline = unique("silence_dropped");
     let api = api();
     let silence = api

@@ -2,7 +2,6 @@
 //! HTTP receiver with scripted answers.
 
 use std::collections::VecDeque;
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -96,43 +95,6 @@ pub(crate) fn suppressing_contexts(pipeline: &str) -> Vec<(&'static str, ReplayC
         ("unknown", rename(contexts::unknown())),
         ("dry-run", rename(contexts::live().with_mode(Mode::DryRun))),
     ]
-}
-
-/// Captures every `tracing` event of this thread while the guard lives.
-pub(crate) struct Logs {
-    buffer: Arc<Mutex<Vec<u8>>>,
-    _guard: tracing::subscriber::DefaultGuard,
-}
-
-struct LogWriter(Arc<Mutex<Vec<u8>>>);
-
-impl Write for LogWriter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    pub(crate) fn capture() -> Self {
-        let buffer = Arc::new(Mutex::new(Vec::new()));
-        let writer = Arc::clone(&buffer);
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_writer(move || LogWriter(Arc::clone(&writer)))
-            .finish();
-        Logs {
-            buffer,
-            _guard: tracing::subscriber::set_default(subscriber),
-        }
-    }
-
-    pub(crate) fn text(&self) -> String {
-        String::from_utf8_lossy(&self.buffer.lock().unwrap()).into_owned()
-    }
 }
 
 /// An answer of the local receiver.

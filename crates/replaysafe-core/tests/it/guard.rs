@@ -1,5 +1,4 @@
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -329,29 +328,11 @@ impl EffectClient for HeaderClient {
     }
 }
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[test]
 fn canary_secrets_reach_no_journal_and_no_log() {
     const CANARY: &str = "CANARY-7f3a9-do-not-log";
-    let logs = Captured::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
+    let logs = replaysafe_test::logs::CapturedLogs::default();
+    let subscriber = logs.subscriber();
     let dir = std::env::temp_dir().join(format!("replaysafe-canary-{}", std::process::id()));
     let path = dir.join("journal.jsonl");
     let _ = std::fs::remove_file(&path);
@@ -380,7 +361,7 @@ fn canary_secrets_reach_no_journal_and_no_log() {
     });
 
     let journal = std::fs::read_to_string(&path).unwrap();
-    let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let logs = logs.text();
     assert_eq!(journal.lines().count(), 2);
     assert!(
         logs.contains(

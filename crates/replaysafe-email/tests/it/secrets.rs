@@ -6,11 +6,13 @@ use replaysafe_core::{Journal, JsonlJournal};
 use replaysafe_email::EmailGuardExt;
 use replaysafe_test::contexts;
 
-use crate::support::{self, Logs, mails_containing};
+use replaysafe_test::logs::CapturedLogs;
+
+use crate::support::{self, mails_containing};
 
 #[tokio::test]
 async fn password_and_body_canary_reach_no_journal_or_log_line() {
-    let (logs, _capture) = Logs::capture();
+    let (logs, _capture) = CapturedLogs::capture_thread();
     let server = support::tls_server();
     let domain = support::unique_domain("secrets");
     let ana = format!("ana@{domain}");

@@ -1,10 +1,8 @@
 //! Shared helpers: the servers `cargo xtask services smtp` started, Maildir reading,
 //! unique recipients, log capture, extra aiosmtpd processes.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
@@ -190,46 +188,6 @@ fn parse_headers(raw: &str) -> Vec<(String, String)> {
 /// The records of a memory journal.
 pub(crate) fn records(journal: &MemoryJournal) -> Vec<JournalRecord> {
     journal.records()
-}
-
-/// Captured `tracing` output of the current thread (use a current-thread runtime).
-#[derive(Clone, Default)]
-pub(crate) struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Logs {
-    /// Captures every event at every level on this thread until the guard drops.
-    pub(crate) fn capture() -> (Logs, tracing::subscriber::DefaultGuard) {
-        let logs = Logs::default();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(logs.clone())
-            .with_max_level(tracing_subscriber::filter::LevelFilter::TRACE)
-            .finish();
-        let guard = tracing::subscriber::set_default(subscriber);
-        (logs, guard)
-    }
-
-    pub(crate) fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().expect("log buffer")).into_owned()
-    }
-}
-
-impl Write for Logs {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("log buffer").extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
-    type Writer = Logs;
-
-    fn make_writer(&'a self) -> Logs {
-        self.clone()
-    }
 }
 
 /// A free port on 127.0.0.1: bound, read, released.

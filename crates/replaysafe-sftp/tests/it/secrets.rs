@@ -1,8 +1,5 @@
 //! The key passphrase never reaches the journal, a log line, `Debug` or an error.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use replaysafe_core::{Guard, JsonlJournal, RetryPolicy};
 use replaysafe_sftp::{FileDrop, SftpClient};
 use replaysafe_test::contexts;
@@ -10,34 +7,13 @@ use secrecy::SecretString;
 
 use crate::support::{payload, quick_retries, server, unique};
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_key_passphrase_appears_in_no_journal_log_or_error() {
     let server = server();
     // The only test that installs a global subscriber: the upload runs on blocking-pool
     // threads, which a thread-local subscriber would not see.
-    let logs = Captured::default();
-    let writer = logs.clone();
-    tracing::subscriber::set_global_default(
-        tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish(),
-    )
-    .expect("no other test installs a global subscriber");
+    let logs = replaysafe_test::logs::CapturedLogs::capture_global()
+        .expect("no other test installs a global subscriber");
 
     let dir = tempfile::tempdir().unwrap();
     let journal_path = dir.path().join("journal.jsonl");
@@ -80,7 +56,7 @@ async fn the_key_passphrase_appears_in_no_journal_log_or_error() {
     good.journal().flush().unwrap();
     bad.journal().flush().unwrap();
     let journal = std::fs::read_to_string(&journal_path).unwrap();
-    let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let logs = logs.text();
     assert_eq!(journal.lines().count(), 3, "{journal}");
     assert!(journal.contains("\"failed\""), "{journal}");
     assert!(

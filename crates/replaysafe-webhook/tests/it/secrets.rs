@@ -1,7 +1,6 @@
 //! Canary secrets: they reach the receiver and nowhere else.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use replaysafe_core::{Journal, TracingJournal};
 use replaysafe_test::contexts;
@@ -38,35 +37,9 @@ fn assert_clean(what: &str, text: &str) {
     }
 }
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn canary_secrets_appear_in_no_journal_line_and_no_log_line() {
-    let logs = Captured::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _logging = tracing::subscriber::set_default(subscriber);
+    let (logs, _logging) = replaysafe_test::logs::CapturedLogs::capture_thread();
 
     let receiver = Receiver::start().await;
     // Delivered after a 500; refused for good with a 401; then a live SSRF refusal.
