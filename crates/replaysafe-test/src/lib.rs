@@ -27,6 +27,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use journal::TempJournal;
+
 use async_trait::async_trait;
 use replaysafe_core::{
     Classify, Delivery, EffectClient, EffectDescription, EffectKind, IdempotencyKey, ReplayContext,
@@ -34,6 +36,7 @@ use replaysafe_core::{
 
 pub mod bench;
 pub mod contexts;
+mod journal;
 pub mod logs;
 pub mod services;
 

@@ -3,7 +3,6 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -12,42 +11,12 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use chrono::{TimeDelta, Utc};
-use replaysafe_core::{
-    Journal, JournalRecord, JsonlJournal, Mode, ReplayContext, RunKind, SystemClock, Window,
-};
+use replaysafe_core::{Mode, ReplayContext, RunKind, SystemClock, Window};
 use replaysafe_test::contexts;
 use serde_json::Value;
 
 /// A JSON Lines journal in a fresh temporary folder.
-pub(crate) struct FileJournal {
-    pub(crate) journal: Arc<JsonlJournal>,
-    path: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl FileJournal {
-    pub(crate) fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("journal.jsonl");
-        FileJournal {
-            journal: Arc::new(JsonlJournal::open(&path).unwrap()),
-            path,
-            _dir: dir,
-        }
-    }
-
-    pub(crate) fn text(&self) -> String {
-        self.journal.flush().unwrap();
-        std::fs::read_to_string(&self.path).unwrap()
-    }
-
-    pub(crate) fn records(&self) -> Vec<JournalRecord> {
-        self.text()
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect()
-    }
-}
+pub(crate) use replaysafe_test::TempJournal as FileJournal;
 
 /// A name unique to this test process and `test`, for the shared Alertmanager.
 pub(crate) fn unique(test: &str) -> String {

@@ -1,6 +1,5 @@
 //! Shared test support: journals, contexts, a counting recorder.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -8,44 +7,11 @@ use metrics::{
     Counter, CounterFn, Gauge, GaugeFn, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
     SharedString, Unit,
 };
-use replaysafe_core::{Journal, JournalRecord, JsonlJournal, Mode, ReplayContext};
+use replaysafe_core::{Mode, ReplayContext};
 use replaysafe_test::contexts;
 
 /// A JSON Lines journal in a fresh temporary folder.
-pub(crate) struct FileJournal {
-    pub(crate) journal: Arc<JsonlJournal>,
-    path: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl FileJournal {
-    pub(crate) fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("journal.jsonl");
-        FileJournal {
-            journal: Arc::new(JsonlJournal::open(&path).unwrap()),
-            path,
-            _dir: dir,
-        }
-    }
-
-    /// Every line written so far (after a flush).
-    pub(crate) fn lines(&self) -> Vec<String> {
-        self.journal.flush().unwrap();
-        std::fs::read_to_string(&self.path)
-            .unwrap()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-
-    pub(crate) fn records(&self) -> Vec<JournalRecord> {
-        self.lines()
-            .iter()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect()
-    }
-}
+pub(crate) use replaysafe_test::TempJournal as FileJournal;
 
 /// Every context in which the gate must suppress, with a name for messages.
 pub(crate) fn suppressing_contexts() -> Vec<(&'static str, ReplayContext)> {
