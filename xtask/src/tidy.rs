@@ -119,6 +119,24 @@ fn every_environment_variable_is_documented() {
 }
 
 #[test]
+fn every_test_server_variable_is_documented() {
+    let docs = std::fs::read_to_string(root().join("docs/reference/environment.md")).unwrap();
+    let mut sources = Vec::new();
+    rust_files(&root().join("xtask/src/services"), &mut sources);
+    let mut found = 0;
+    for source in sources {
+        let text = std::fs::read_to_string(&source).unwrap();
+        for (index, _) in text.match_indices("\"REPLAYSAFE_TEST_") {
+            let name: String =
+                text[index + 1..].chars().take_while(|c| c.is_ascii_uppercase() || *c == '_').collect();
+            found += 1;
+            assert!(docs.contains(&format!("`{name}`")), "docs/reference/environment.md lacks {name}");
+        }
+    }
+    assert!(found >= 15, "found only {found} test-server variables");
+}
+
+#[test]
 fn every_reason_is_documented() {
     let source =
         std::fs::read_to_string(root().join("crates/replaysafe-core/src/gate.rs")).unwrap();
