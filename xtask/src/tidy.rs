@@ -127,10 +127,15 @@ fn every_test_server_variable_is_documented() {
     for source in sources {
         let text = std::fs::read_to_string(&source).unwrap();
         for (index, _) in text.match_indices("\"REPLAYSAFE_TEST_") {
-            let name: String =
-                text[index + 1..].chars().take_while(|c| c.is_ascii_uppercase() || *c == '_').collect();
+            let name: String = text[index + 1..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                .collect();
             found += 1;
-            assert!(docs.contains(&format!("`{name}`")), "docs/reference/environment.md lacks {name}");
+            assert!(
+                docs.contains(&format!("`{name}`")),
+                "docs/reference/environment.md lacks {name}"
+            );
         }
     }
     assert!(found >= 15, "found only {found} test-server variables");
