@@ -373,3 +373,22 @@ fn completions_are_generated() {
     assert_eq!(output.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&output.stdout).contains("replaysafe"));
 }
+
+/// On a terminal, `report` draws a progress bar on stderr (`script` gives the binary a pty).
+#[test]
+fn report_draws_a_progress_bar_on_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = journal(dir.path(), Fixture::Backfill);
+    let binary = assert_cmd::cargo::cargo_bin("replaysafe");
+    let command = format!("{} report {} > /dev/null", binary.display(), path.display());
+    let output = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .unwrap();
+    let terminal = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{terminal}");
+    assert!(
+        terminal.contains("reading journals"),
+        "no progress bar on the terminal: {terminal:?}"
+    );
+}
