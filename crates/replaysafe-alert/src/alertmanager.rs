@@ -7,7 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 use replaysafe_core::{
-    Delivery, EffectClient, EffectDescription, EffectKind, Guard, Journal, ReplayContext, rfc3339,
+    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal,
+    ReplayContext, rfc3339,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -113,11 +114,20 @@ impl AlertmanagerClientBuilder {
         self,
         journal: impl Journal + 'static,
     ) -> Result<Guard<AlertmanagerClient>, Error> {
+        Ok(Guard::new(self.build()?, journal))
+    }
+
+    /// Builds the client inside a [`Guard`] with the journal and policies of `layer`.
+    pub fn build_with_layer(self, layer: &GuardLayer) -> Result<Guard<AlertmanagerClient>, Error> {
+        Ok(layer.layer(self.build()?))
+    }
+
+    fn build(self) -> Result<AlertmanagerClient, Error> {
         let client = AlertmanagerClient {
             base: http::base_url("base_url", &self.base_url)?,
             http: http::client(self.timeout)?,
         };
-        Ok(Guard::new(client, journal))
+        Ok(client)
     }
 }
 

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use replaysafe_core::{
-    Delivery, EffectClient, EffectDescription, EffectKind, Guard, Journal, ReplayContext, rfc3339,
+    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal,
+    ReplayContext, rfc3339,
 };
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
@@ -133,6 +134,15 @@ impl PagerDutyClientBuilder {
         self,
         journal: impl Journal + 'static,
     ) -> Result<Guard<PagerDutyClient>, Error> {
+        Ok(Guard::new(self.build()?, journal))
+    }
+
+    /// Builds the client inside a [`Guard`] with the journal and policies of `layer`.
+    pub fn build_with_layer(self, layer: &GuardLayer) -> Result<Guard<PagerDutyClient>, Error> {
+        Ok(layer.layer(self.build()?))
+    }
+
+    fn build(self) -> Result<PagerDutyClient, Error> {
         if self.routing_key.expose_secret().trim().is_empty() {
             return Err(Error::invalid("routing_key", "must not be empty"));
         }
@@ -144,7 +154,7 @@ impl PagerDutyClientBuilder {
             service: self.service,
             http: http::client(self.timeout)?,
         };
-        Ok(Guard::new(client, journal))
+        Ok(client)
     }
 }
 

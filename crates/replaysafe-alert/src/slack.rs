@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use replaysafe_core::{
-    Delivery, EffectClient, EffectDescription, EffectKind, Guard, Journal, ReplayContext,
+    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal,
+    ReplayContext,
 };
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
@@ -160,6 +161,15 @@ impl SlackClientBuilder {
         self,
         journal: impl Journal + 'static,
     ) -> Result<Guard<SlackClient>, Error> {
+        Ok(Guard::new(self.build()?, journal))
+    }
+
+    /// Builds the client inside a [`Guard`] with the journal and policies of `layer`.
+    pub fn build_with_layer(self, layer: &GuardLayer) -> Result<Guard<SlackClient>, Error> {
+        Ok(layer.layer(self.build()?))
+    }
+
+    fn build(self) -> Result<SlackClient, Error> {
         // Url's errors never repeat the input, so nothing of the secret leaks here.
         let url =
             Url::parse(self.url.expose_secret()).map_err(|e| Error::invalid("webhook_url", e))?;
@@ -170,14 +180,11 @@ impl SlackClientBuilder {
             ));
         }
         check_label("channel_label", &self.channel)?;
-        Ok(Guard::new(
-            SlackClient {
-                url: self.url,
-                channel: self.channel,
-                http: http::client(self.timeout)?,
-            },
-            journal,
-        ))
+        Ok(SlackClient {
+            url: self.url,
+            channel: self.channel,
+            http: http::client(self.timeout)?,
+        })
     }
 }
 

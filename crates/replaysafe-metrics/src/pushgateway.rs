@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE;
 use replaysafe_core::{
-    Delivery, EffectClient, EffectDescription, EffectKind, Guard, Journal, ReplayContext,
+    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal,
+    ReplayContext,
 };
 use reqwest::header::CONTENT_TYPE;
 use secrecy::{ExposeSecret, SecretString};
@@ -308,6 +309,11 @@ impl PushgatewayClientBuilder {
         journal: impl Journal + 'static,
     ) -> Result<Guard<PushgatewayClient>, Error> {
         Ok(Guard::new(self.build()?, journal))
+    }
+
+    /// Builds the client inside a [`Guard`] with the journal and policies of `layer`.
+    pub fn build_with_layer(self, layer: &GuardLayer) -> Result<Guard<PushgatewayClient>, Error> {
+        Ok(layer.layer(self.build()?))
     }
 }
 

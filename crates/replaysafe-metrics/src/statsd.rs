@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use replaysafe_core::{
-    Delivery, EffectClient, EffectDescription, EffectKind, Guard, Journal, ReplayContext,
+    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal,
+    ReplayContext,
 };
 use tokio::net::UdpSocket;
 use tokio::sync::OnceCell;
@@ -314,6 +315,11 @@ impl StatsdClientBuilder {
         journal: impl Journal + 'static,
     ) -> Result<Guard<StatsdClient>, Error> {
         Ok(Guard::new(self.build()?, journal))
+    }
+
+    /// Builds the client inside a [`Guard`] with the journal and policies of `layer`.
+    pub fn build_with_layer(self, layer: &GuardLayer) -> Result<Guard<StatsdClient>, Error> {
+        Ok(layer.layer(self.build()?))
     }
 }
 

@@ -162,7 +162,7 @@ impl TriggerBuilder {
     }
 
     /// Checks the configuration and guards the client with `layer`'s journal and policies.
-    pub fn build_layered(self, layer: &GuardLayer) -> Result<Guard<TriggerClient>, Error> {
+    pub fn build_with_layer(self, layer: &GuardLayer) -> Result<Guard<TriggerClient>, Error> {
         Ok(layer.layer(self.build()?))
     }
 }

@@ -153,7 +153,7 @@ impl WebhookBuilder {
     }
 
     /// Checks the configuration and guards the client with `layer`'s journal and policies.
-    pub fn build_layered(self, layer: &GuardLayer) -> Result<Guard<WebhookClient>, Error> {
+    pub fn build_with_layer(self, layer: &GuardLayer) -> Result<Guard<WebhookClient>, Error> {
         Ok(layer.layer(self.build()?))
     }
 }
