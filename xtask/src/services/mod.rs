@@ -16,6 +16,7 @@ mod alertmanager;
 mod pushgateway;
 mod smtp;
 mod sshd;
+mod standardwebhooks;
 
 /// A server definition: its name, the Debian packages it needs, and how to start it.
 pub(crate) struct Definition {
@@ -26,6 +27,11 @@ pub(crate) struct Definition {
 
 /// Every server the test suite uses. Later adapters add theirs here.
 pub(crate) const CATALOGUE: &[Definition] = &[
+    Definition {
+        name: "standardwebhooks",
+        packages: &[],
+        start: standardwebhooks::start,
+    },
     Definition {
         name: "smtp",
         packages: &["python3-aiosmtpd", "openssl"],

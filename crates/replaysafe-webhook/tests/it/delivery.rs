@@ -286,3 +286,71 @@ async fn invalid_configuration_names_the_field() {
         assert_eq!(error.field(), Some(field), "{error}");
     }
 }
+
+/// The Standard Webhooks reference verifier (the `standardwebhooks` package from PyPI,
+/// provided by `cargo xtask`) accepts what replaysafe signs, and refuses a changed body.
+#[tokio::test]
+async fn the_reference_python_verifier_accepts_the_signature() {
+    let python_path =
+        replaysafe_test::services::require("REPLAYSAFE_TEST_STANDARDWEBHOOKS_PYTHONPATH");
+    let receiver = Receiver::start().await;
+    let client = WebhookClient::builder(receiver.url("/hooks/orders"))
+        .signing_secret(SecretString::from(SECRET))
+        .ssrf_policy(loopback_only())
+        .build_guarded(MemoryJournal::new())
+        .unwrap();
+    assert!(
+        client
+            .send(&contexts::live(), &order_totals())
+            .await
+            .unwrap()
+            .is_delivered()
+    );
+    let request = receiver.requests().remove(0);
+    let headers: serde_json::Map<String, serde_json::Value> =
+        ["webhook-id", "webhook-timestamp", "webhook-signature"]
+            .into_iter()
+            .map(|name| {
+                (
+                    name.to_owned(),
+                    json!(request.header(name).expect("signed header")),
+                )
+            })
+            .collect();
+
+    const VERIFY: &str = "import json, os, sys\n\
+        from standardwebhooks import Webhook\n\
+        request = json.load(sys.stdin)\n\
+        body = request['body'].encode()\n\
+        Webhook(os.environ['SECRET']).verify(body, request['headers'])\n\
+        try:\n    Webhook(os.environ['SECRET']).verify(body + b' ', request['headers'])\n\
+        except Exception:\n    print('verified; tampered body refused')\n";
+    let input =
+        json!({"headers": headers, "body": String::from_utf8(request.body.clone()).unwrap()});
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", VERIFY])
+        .env("PYTHONPATH", &python_path)
+        .env("SECRET", SECRET)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "the reference verifier refused: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "verified; tampered body refused"
+    );
+}

@@ -1,0 +1,50 @@
+//! The Standard Webhooks reference verifier (`standardwebhooks` from PyPI), installed into
+//! `target/` once, so tests can check that replaysafe's signatures verify with it.
+//!
+//! Variable: `REPLAYSAFE_TEST_STANDARDWEBHOOKS_PYTHONPATH` (a folder to put on `PYTHONPATH`
+//! for `python3`).
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+use super::Started;
+
+/// The version checked against; bump deliberately.
+const VERSION: &str = "1.1.0";
+
+pub(crate) fn start(_dir: &Path) -> anyhow::Result<Started> {
+    let folder = crate::system::target_dir()
+        .join("pydeps")
+        .join(format!("standardwebhooks-{VERSION}"));
+    if !folder.join("standardwebhooks").is_dir() {
+        let output = Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-input",
+                "--target",
+            ])
+            .arg(&folder)
+            .arg(format!("standardwebhooks=={VERSION}"))
+            .output()
+            .context("running python3 -m pip")?;
+        if !output.status.success() {
+            bail!(
+                "installing standardwebhooks {VERSION} failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
+    Ok(Started {
+        processes: Vec::new(),
+        env: vec![(
+            "REPLAYSAFE_TEST_STANDARDWEBHOOKS_PYTHONPATH".into(),
+            folder.display().to_string(),
+        )],
+    })
+}
