@@ -8,40 +8,12 @@ use std::hint::black_box;
 use std::io::{BufWriter, Write};
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use replaysafe_core::{
-    Delivery, EffectClient, EffectDescription, EffectKind, Guard, IdempotencyKey, JournalRecord,
-    JsonlJournal, NoopJournal, RedactionPolicy, ReplayContext,
+    EffectClient, EffectKind, Guard, IdempotencyKey, JournalRecord, JsonlJournal, NoopJournal,
+    RedactionPolicy,
 };
 use replaysafe_test::bench::{Report, best_of, per_second};
-use replaysafe_test::{TestEffect, TestError, contexts};
-
-/// Describes like the test clients and delivers nowhere.
-#[derive(Debug)]
-struct InertClient;
-
-#[async_trait]
-impl EffectClient for InertClient {
-    type Effect = TestEffect;
-    type Receipt = ();
-    type Error = TestError;
-
-    fn describe(
-        &self,
-        _cx: &ReplayContext,
-        effect: &TestEffect,
-    ) -> Result<EffectDescription, TestError> {
-        effect.describe()
-    }
-
-    async fn deliver(
-        &self,
-        _delivery: &Delivery<'_>,
-        _effect: &TestEffect,
-    ) -> Result<(), TestError> {
-        Ok(())
-    }
-}
+use replaysafe_test::{InertClient, TestEffect, contexts};
 
 fn main() {
     let mut report = Report::new("core");

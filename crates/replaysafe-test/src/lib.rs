@@ -199,6 +199,34 @@ impl EffectClient for RecordingClient {
     }
 }
 
+/// A client that describes like the other test clients and delivers nowhere, keeping
+/// nothing: for benchmarks and for tests that only look at the journal.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InertClient;
+
+#[async_trait]
+impl EffectClient for InertClient {
+    type Effect = TestEffect;
+    type Receipt = ();
+    type Error = TestError;
+
+    fn describe(
+        &self,
+        _cx: &ReplayContext,
+        effect: &TestEffect,
+    ) -> Result<EffectDescription, TestError> {
+        effect.describe()
+    }
+
+    async fn deliver(
+        &self,
+        _delivery: &Delivery<'_>,
+        _effect: &TestEffect,
+    ) -> Result<(), TestError> {
+        Ok(())
+    }
+}
+
 mockall::mock! {
     /// A mockall mock of [`EffectClient`] over [`TestEffect`]; set expectations on
     /// `describe` and `deliver` (whose arguments are the key and the attempt number).
