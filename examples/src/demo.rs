@@ -63,7 +63,7 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
         Err(error) => {
-            eprintln!("demo: error: {}", pipeline::error_text(&error));
+            eprintln!("demo: error: {}", replaysafe::error_chain(error.as_ref()));
             ExitCode::FAILURE
         }
     }

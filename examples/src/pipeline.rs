@@ -99,7 +99,7 @@ pub(crate) async fn run_window(
         if let Some(interrupted) = error.downcast_ref::<Interrupted>() {
             rows = interrupted.rows;
         }
-        error_text(error)
+        replaysafe::error_chain(error.as_ref())
     });
     db.finish_run(cx, rows, error.as_deref())?;
     result
@@ -118,20 +118,4 @@ fn summarize(db: &OrdersDb, cx: &ReplayContext) -> anyhow::Result<DailySummary> 
         csv: db.csv(&window, None)?,
         loaded_after_window_end: cx.now() - window.end(),
     })
-}
-
-/// An error and its causes, each cause once: `a: b: c`. Some errors repeat their
-/// source's text in their own message; the chain then skips the repeat.
-pub(crate) fn error_text(error: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in error.chain() {
-        let message = cause.to_string();
-        if !text.contains(&message) {
-            if !text.is_empty() {
-                text.push_str(": ");
-            }
-            text.push_str(&message);
-        }
-    }
-    text
 }

@@ -96,21 +96,6 @@ fn context_and_journal(
     Ok((cx, Arc::new(journal)))
 }
 
-/// An error and its causes on one line, each cause once.
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let message = cause.to_string();
-        if !text.contains(&message) {
-            text.push_str(": ");
-            text.push_str(&message);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 /// One line on stderr saying what happened to one effect; returns whether it failed.
 fn announce<R, E: std::error::Error + Classify + 'static>(
     what: &str,
@@ -136,13 +121,14 @@ fn announce<R, E: std::error::Error + Classify + 'static>(
         }
         Err(SendError::Failed { attempts, source }) => {
             eprintln!(
-                "replaysafe: failed {what} to {target} after {attempts} attempt(s): {source}"
+                "replaysafe: failed {what} to {target} after {attempts} attempt(s): {}",
+                replaysafe_core::error_chain(source)
             );
             Ok(true)
         }
         Err(error) => Err(anyhow::Error::msg(format!(
             "{what} to {target}: {}",
-            chain(error)
+            replaysafe_core::error_chain(error)
         ))),
     }
 }
@@ -178,7 +164,7 @@ pub async fn webhook(request: WebhookRequest, journal: Option<&Path>) -> anyhow:
                 .apply(description.target())
                 .into_owned()
         })
-        .map_err(|e| anyhow!("{}", chain(&e)))?;
+        .map_err(|e| anyhow!("{}", replaysafe_core::error_chain(&e)))?;
     let result = guard.send(&cx, &webhook).await;
     let failed = announce(&format!("webhook {}", request.event_type), &target, &result);
     replaysafe_core::Journal::flush(&*journal)?;
@@ -227,7 +213,7 @@ pub async fn email(request: EmailRequest, journal: Option<&Path>) -> anyhow::Res
     let outcomes = guard
         .send_email(&cx, &email.build())
         .await
-        .map_err(|e| anyhow!("{e}"))?;
+        .map_err(|e| anyhow!("{}", replaysafe_core::error_chain(&e)))?;
     let mut failed = false;
     for (target, result) in outcomes.iter() {
         failed |= announce(&format!("email {}", request.message_type), target, result)?;

@@ -69,3 +69,61 @@ impl Error {
         }
     }
 }
+
+/// An error and its causes on one line, joined with `: `, each message once.
+///
+/// A cause whose message the line already holds is skipped: libraries often repeat their
+/// source's message in their own. This is how replaysafe's command line prints errors;
+/// tests use it to check what a person would read.
+///
+/// ```
+/// let io = std::io::Error::other("connection refused");
+/// let error = std::io::Error::new(std::io::ErrorKind::Other, io);
+/// assert_eq!(replaysafe_core::error_chain(&error), "connection refused");
+/// ```
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let message = cause.to_string();
+        if !text.contains(&message) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{message}")]
+    struct Layer {
+        message: &'static str,
+        #[source]
+        source: Option<Box<Layer>>,
+    }
+
+    #[test]
+    fn chains_are_joined_and_repeats_skipped() {
+        let inner = Layer {
+            message: "503 service unavailable",
+            source: None,
+        };
+        let middle = Layer {
+            message: "sending webhook to https://h/p: 503 service unavailable",
+            source: Some(Box::new(inner)),
+        };
+        let outer = Layer {
+            message: "delivery failed after 3 attempt(s)",
+            source: Some(Box::new(middle)),
+        };
+        assert_eq!(
+            error_chain(&outer),
+            "delivery failed after 3 attempt(s): sending webhook to https://h/p: 503 service unavailable"
+        );
+    }
+}

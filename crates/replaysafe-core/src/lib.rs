@@ -100,7 +100,7 @@ pub use client::{Classify, Delivery, EffectClient};
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use context::{ReplayContext, ReplayContextBuilder};
 pub use effect::{EffectDescription, EffectKind, PayloadDigest, RedactionPolicy, TargetRedaction};
-pub use error::Error;
+pub use error::{Error, error_chain};
 pub use gate::{Decision, Reason};
 pub use guard::{Delivered, Guard, GuardLayer, Outcome, SendError, Suppressed};
 pub use journal::{

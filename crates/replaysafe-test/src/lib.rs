@@ -266,16 +266,3 @@ impl MockEffectClient {
         mock
     }
 }
-
-/// An error's message followed by every cause's, joined with `: `, for tests that check
-/// what a user would read (and that no secret is in it).
-pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}

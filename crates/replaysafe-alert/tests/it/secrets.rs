@@ -90,15 +90,15 @@ async fn the_routing_key_and_the_slack_url_appear_in_no_journal_or_log_line() {
             "errors",
             format!(
                 "{} {pd_error:?} {} {slack_error:?}",
-                replaysafe_test::error_chain(&pd_error),
-                replaysafe_test::error_chain(&slack_error)
+                replaysafe_core::error_chain(&pd_error),
+                replaysafe_core::error_chain(&slack_error)
             ),
         ),
         (
             "transport error",
             format!(
                 "{} {transport_error:?}",
-                replaysafe_test::error_chain(&transport_error)
+                replaysafe_core::error_chain(&transport_error)
             ),
         ),
         ("build errors", format!("{invalid} {invalid:?} {empty_key}")),
@@ -118,7 +118,7 @@ async fn the_routing_key_and_the_slack_url_appear_in_no_journal_or_log_line() {
         );
     }
     assert!(
-        replaysafe_test::error_chain(&transport_error).contains("connection failed"),
+        replaysafe_core::error_chain(&transport_error).contains("connection failed"),
         "{transport_error}"
     );
 }

@@ -235,6 +235,7 @@ fn a_failed_delivery_exits_one() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("replaysafe: failed webhook e"), "{stderr}");
+    assert!(stderr.contains("connection"), "the cause is shown: {stderr}");
 }
 
 #[test]
@@ -308,4 +309,23 @@ fn email_is_delivered_when_current_and_suppressed_otherwise() {
             .iter()
             .all(|message| message.contains(&format!("{subject} scheduled")))
     );
+}
+
+#[test]
+fn an_invalid_email_names_the_field_and_sends_nothing() {
+    let (_, env) = environments().into_iter().next().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j.jsonl");
+    // Nothing listens on port 9: a send attempt would fail with exit 1, not 2.
+    let output = clean_command()
+        .args(["send", "email", "--smtp", "smtp://127.0.0.1:9", "--from", "reports@shop.example"])
+        .args(["--to", "not an address", "--subject", "s", "--body", "b"])
+        .envs(env)
+        .env("REPLAYSAFE_JOURNAL", &journal)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("invalid email field to[0]"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&journal).unwrap_or_default(), "", "nothing journaled");
 }

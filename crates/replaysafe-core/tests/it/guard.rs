@@ -237,7 +237,7 @@ async fn invalid_effects_are_errors_and_nothing_is_sent_or_journaled() {
     let err = guard.send(&contexts::live(), &bad).await.unwrap_err();
     assert!(matches!(err, SendError::Invalid(_)));
     assert_eq!(err.to_string(), "invalid effect");
-    let cause = replaysafe_test::error_chain(&err);
+    let cause = replaysafe_core::error_chain(&err);
     assert!(cause.contains("target"), "{cause}");
     assert!(journal.is_empty());
 }

@@ -177,7 +177,7 @@ async fn a_single_recipient_email_goes_through_guard_send() {
         .send(&contexts::live(), &pair)
         .await
         .expect_err("refused");
-    let shown = replaysafe_test::error_chain(&error);
+    let shown = replaysafe_core::error_chain(&error);
     assert!(shown.contains("invalid email field recipients"), "{shown}");
     assert_eq!(
         mails_containing(&maildir, &domain).len(),

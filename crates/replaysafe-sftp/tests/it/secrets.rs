@@ -50,7 +50,7 @@ async fn the_key_passphrase_appears_in_no_journal_log_or_error() {
     let error = bad.send(&contexts::live(), &other).await.unwrap_err();
     let shown = format!(
         "{} / {error:?} / {bad:?}",
-        replaysafe_test::error_chain(&error)
+        replaysafe_core::error_chain(&error)
     );
 
     good.journal().flush().unwrap();
