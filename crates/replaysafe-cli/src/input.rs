@@ -64,10 +64,7 @@ pub fn for_each_record(
     for result in JournalReader::new(reader, path.display().to_string()) {
         match result {
             Ok(record) => each(record),
-            Err(error @ ReadError::Malformed { .. }) if skip_invalid => {
-                let _ = error;
-                skipped += 1;
-            }
+            Err(ReadError::Malformed { .. }) if skip_invalid => skipped += 1,
             Err(error) => return Err(error.into()),
         }
     }

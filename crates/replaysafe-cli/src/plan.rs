@@ -176,11 +176,7 @@ pub fn render(plan: &Plan, format: Format) -> String {
     ));
     let mut header = vec!["window"];
     header.extend(kinds.iter().copied());
-    let mut table = DynamicTable {
-        title: "windows".into(),
-        header,
-        rows: Vec::new(),
-    };
+    let mut table = Table::new("windows", header);
     for window in &plan.windows {
         let mut row = vec![format!(
             "{} → {}",
@@ -194,25 +190,8 @@ pub fn render(plan: &Plan, format: Format) -> String {
                 format!("suppress ({})", cell.reasons.join(", "))
             }
         }));
-        table.rows.push(row);
+        table.row(row);
     }
     out.push_str(&table.render(format));
     out
-}
-
-struct DynamicTable<'a> {
-    title: String,
-    header: Vec<&'a str>,
-    rows: Vec<Vec<String>>,
-}
-
-impl DynamicTable<'_> {
-    fn render(&self, format: Format) -> String {
-        let mut table = Table::new(self.title.clone(), [""; 0]);
-        table.set_header(self.header.iter().map(|h| (*h).to_owned()).collect());
-        for row in &self.rows {
-            table.push_row(row.clone());
-        }
-        table.render(format)
-    }
 }

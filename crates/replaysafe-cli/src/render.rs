@@ -33,28 +33,21 @@ pub struct Table {
 }
 
 impl Table {
-    /// An empty table.
-    pub fn new<const N: usize>(title: impl Into<String>, header: [&str; N]) -> Self {
+    /// An empty table with these column headings.
+    pub fn new<H: Into<String>>(
+        title: impl Into<String>,
+        header: impl IntoIterator<Item = H>,
+    ) -> Self {
         Table {
             title: title.into(),
-            header: header.iter().map(|h| (*h).to_owned()).collect(),
+            header: header.into_iter().map(Into::into).collect(),
             rows: Vec::new(),
         }
     }
 
-    /// Replaces the header (for tables whose columns are known only at run time).
-    pub fn set_header(&mut self, header: Vec<String>) {
-        self.header = header;
-    }
-
-    /// Adds a row of any width.
-    pub fn push_row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
-    }
-
     /// Adds a row.
-    pub fn row<const N: usize>(&mut self, cells: [String; N]) {
-        self.rows.push(cells.into());
+    pub fn row(&mut self, cells: impl IntoIterator<Item = String>) {
+        self.rows.push(cells.into_iter().collect());
     }
 
     /// Renders as a text table or a Markdown table.

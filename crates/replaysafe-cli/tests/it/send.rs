@@ -235,7 +235,10 @@ fn a_failed_delivery_exits_one() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("replaysafe: failed webhook e"), "{stderr}");
-    assert!(stderr.contains("connection"), "the cause is shown: {stderr}");
+    assert!(
+        stderr.contains("connection"),
+        "the cause is shown: {stderr}"
+    );
 }
 
 #[test]
@@ -318,7 +321,14 @@ fn an_invalid_email_names_the_field_and_sends_nothing() {
     let journal = dir.path().join("j.jsonl");
     // Nothing listens on port 9: a send attempt would fail with exit 1, not 2.
     let output = clean_command()
-        .args(["send", "email", "--smtp", "smtp://127.0.0.1:9", "--from", "reports@shop.example"])
+        .args([
+            "send",
+            "email",
+            "--smtp",
+            "smtp://127.0.0.1:9",
+            "--from",
+            "reports@shop.example",
+        ])
         .args(["--to", "not an address", "--subject", "s", "--body", "b"])
         .envs(env)
         .env("REPLAYSAFE_JOURNAL", &journal)
@@ -327,5 +337,9 @@ fn an_invalid_email_names_the_field_and_sends_nothing() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("invalid email field to[0]"), "{stderr}");
-    assert_eq!(std::fs::read_to_string(&journal).unwrap_or_default(), "", "nothing journaled");
+    assert_eq!(
+        std::fs::read_to_string(&journal).unwrap_or_default(),
+        "",
+        "nothing journaled"
+    );
 }

@@ -79,7 +79,7 @@ impl<A: Journal, B: Journal> Journal for (A, B) {
 
 /// A journal could not be written.
 #[derive(Debug, thiserror::Error)]
-#[error("writing journal {path}: {source}")]
+#[error("writing journal {path}")]
 pub struct JournalError {
     path: String,
     #[source]

@@ -9,7 +9,7 @@ use super::{JournalRecord, SCHEMA_VERSION};
 #[non_exhaustive]
 pub enum ReadError {
     /// The file could not be opened or read.
-    #[error("reading journal {path}: {source}")]
+    #[error("reading journal {path}")]
     Io {
         /// The file.
         path: String,
