@@ -155,60 +155,47 @@ fn webhook_is_delivered_when_current_and_suppressed_otherwise() {
 #[test]
 fn send_refuses_bad_input_and_a_missing_journal() {
     let (_, env) = environments().into_iter().next().unwrap();
-    let output = clean_command()
-        .args([
-            "send",
-            "webhook",
-            "--url",
-            "http://127.0.0.1:9/x",
-            "--event-type",
-            "e",
-            "--data",
-            "{not json",
-        ])
-        .envs(env.clone())
-        .env("REPLAYSAFE_JOURNAL", "/tmp/replaysafe-never.jsonl")
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("--data: not valid JSON"));
-
-    let output = clean_command()
-        .args([
-            "send",
-            "webhook",
-            "--url",
-            "http://127.0.0.1:9/x",
-            "--event-type",
-            "e",
-            "--data",
-            "{}",
-        ])
-        .envs(env.clone())
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("REPLAYSAFE_JOURNAL"));
-
     let dir = tempfile::tempdir().unwrap();
-    let output = clean_command()
-        .args([
-            "send",
-            "webhook",
-            "--url",
-            "http://127.0.0.1:9/x",
-            "--event-type",
-            "e",
-            "--data",
+    let journal = dir.path().join("j.jsonl");
+    // (--data, extra flags, journal, what stderr must say)
+    let cases: [(&str, &[&str], Option<&std::path::Path>, &str); 3] = [
+        ("{not json", &[], Some(&journal), "--data: not valid JSON"),
+        ("{}", &[], None, "REPLAYSAFE_JOURNAL"),
+        (
             "{}",
-        ])
-        .args(["--secret-env", "NOT_SET_ANYWHERE"])
-        .envs(env)
-        .env("REPLAYSAFE_JOURNAL", dir.path().join("j.jsonl"))
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("NOT_SET_ANYWHERE is not set"));
+            &["--secret-env", "NOT_SET_ANYWHERE"],
+            Some(&journal),
+            "NOT_SET_ANYWHERE is not set",
+        ),
+    ];
+    for (data, flags, journal, expected) in cases {
+        let mut command = clean_command();
+        command
+            .args([
+                "send",
+                "webhook",
+                "--url",
+                "http://127.0.0.1:9/x",
+                "--event-type",
+                "e",
+                "--data",
+                data,
+            ])
+            .args(flags)
+            .envs(env.clone());
+        if let Some(journal) = journal {
+            command.env("REPLAYSAFE_JOURNAL", journal);
+        }
+        let output = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{expected}: {stderr}");
+        assert!(stderr.contains(expected), "{expected}: {stderr}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&journal).unwrap_or_default(),
+        "",
+        "bad input journals nothing"
+    );
 }
 
 #[test]
