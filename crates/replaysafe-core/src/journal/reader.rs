@@ -41,13 +41,6 @@ pub enum ReadError {
     },
 }
 
-impl ReadError {
-    /// Whether this error concerns one line only (malformed or too new), so a reader may skip it.
-    pub fn is_line_error(&self) -> bool {
-        !matches!(self, ReadError::Io { .. })
-    }
-}
-
 /// Reads schema-1 records from JSON Lines, one at a time (memory stays flat).
 ///
 /// Unknown fields are accepted; blank lines are skipped; a malformed line is an error
