@@ -90,6 +90,9 @@ pub use classify::{
 pub use error::Error;
 pub use reqwest::Method;
 pub use signing::SigningSecret;
-pub use ssrf::{AddressClass, InvalidNetwork, IpNetwork, SsrfPolicy, SsrfRefusal, SsrfResolver};
+pub use ssrf::{
+    AddressClass, InvalidAllowEntry, InvalidNetwork, IpNetwork, SsrfPolicy, SsrfRefusal,
+    SsrfResolver,
+};
 pub use trigger::{Trigger, TriggerBuilder, TriggerClient, TriggerReceipt};
 pub use webhook::{Receipt, Webhook, WebhookBuilder, WebhookClient};
