@@ -526,7 +526,7 @@ impl EffectClient for EmailClient {
                 let response = tokio::time::timeout(smtp.timeout, smtp.transport().send(message))
                     .await
                     .map_err(|_| Error::timed_out(&smtp.server, smtp.timeout))?
-                    .map_err(|e| Error::smtp(&smtp.server, e))?;
+                    .map_err(|e| Error::smtp(&smtp.server, e, validated.envelope_addresses()))?;
                 Ok(EmailReceipt {
                     message_id,
                     detail: ReceiptDetail::Smtp {

@@ -463,6 +463,11 @@ pub(crate) struct Validated {
 }
 
 impl Validated {
+    /// The sender's and every recipient's address, as the SMTP envelope carries them.
+    pub(crate) fn envelope_addresses(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.from.email.as_ref()).chain(self.recipients.iter().map(AsRef::as_ref))
+    }
+
     /// `<{key}@{sender domain}>`.
     pub(crate) fn message_id(&self, key: &IdempotencyKey) -> String {
         format!("<{}@{}>", key.as_str(), self.sender_domain)

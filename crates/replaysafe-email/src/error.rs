@@ -1,6 +1,7 @@
 //! The crate's one error type: opaque, classified, free of secrets and addresses.
 
 use std::error::Error as StdError;
+use std::fmt;
 use std::io;
 use std::time::Duration;
 
@@ -45,11 +46,8 @@ enum Kind {
         problem: String,
     },
     /// An SMTP exchange failed.
-    #[error("sending email through {server}: {}", lowercase_first(&source.to_string()))]
-    Smtp {
-        server: String,
-        source: lettre::transport::smtp::Error,
-    },
+    #[error("sending email through {server}: {source}")]
+    Smtp { server: String, source: ServerError },
     /// The server did not finish the attempt in time.
     #[error("sending email through {server}: no answer within {after:?}")]
     TimedOut { server: String, after: Duration },
@@ -95,11 +93,21 @@ impl Error {
         }
     }
 
-    pub(crate) fn smtp(server: &str, source: lettre::transport::smtp::Error) -> Self {
+    /// An SMTP failure; every address in `addresses` (the envelope's) is shown as
+    /// `*@domain` wherever the server's reply quotes it.
+    pub(crate) fn smtp<'a>(
+        server: &str,
+        source: lettre::transport::smtp::Error,
+        addresses: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        let text = scrub_addresses(lowercase_first(&source.to_string()), addresses);
         Error {
             kind: Kind::Smtp {
                 server: server.to_owned(),
-                source,
+                source: ServerError {
+                    text,
+                    inner: source,
+                },
             },
         }
     }
@@ -146,7 +154,7 @@ impl Error {
     /// The SMTP reply code of a refusal (`451`, `535`, `550`), if the server sent one.
     pub fn smtp_code(&self) -> Option<u16> {
         match &self.kind {
-            Kind::Smtp { source, .. } => source.status().map(u16::from),
+            Kind::Smtp { source, .. } => source.inner.status().map(u16::from),
             _ => None,
         }
     }
@@ -155,7 +163,7 @@ impl Error {
     pub fn is_timeout(&self) -> bool {
         match &self.kind {
             Kind::TimedOut { .. } => true,
-            Kind::Smtp { source, .. } => source.is_timeout(),
+            Kind::Smtp { source, .. } => source.inner.is_timeout(),
             _ => false,
         }
     }
@@ -165,6 +173,7 @@ impl Error {
     pub fn is_connection(&self) -> bool {
         match &self.kind {
             Kind::Smtp { source, .. } => {
+                let source = &source.inner;
                 source.status().is_none()
                     && !source.is_client()
                     && !source.is_response()
@@ -212,11 +221,67 @@ fn smtp_is_transient(error: &lettre::transport::smtp::Error) -> bool {
 impl Classify for Error {
     fn is_transient(&self) -> bool {
         match &self.kind {
-            Kind::Smtp { source, .. } => smtp_is_transient(source),
+            Kind::Smtp { source, .. } => smtp_is_transient(&source.inner),
             Kind::TimedOut { .. } => true,
             Kind::Invalid(_) | Kind::Config { .. } | Kind::Folder { .. } => false,
         }
     }
+}
+
+/// lettre's SMTP error as this crate shows it: lowercase, and with the envelope's
+/// addresses reduced to `*@domain`, since a server's reply often quotes the recipient
+/// (`550 5.1.1 <ana@shop.example>: Recipient address rejected`) and messages are
+/// journaled and logged. Its source is lettre's own cause for a connection or TLS
+/// failure (an I/O error), never the reply, so an error chain prints no unscrubbed text.
+pub(crate) struct ServerError {
+    text: String,
+    inner: lettre::transport::smtp::Error,
+}
+
+impl fmt::Display for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl fmt::Debug for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // lettre's Debug holds the reply as the server sent it.
+        f.debug_struct("ServerError")
+            .field("text", &self.text)
+            .field("code", &self.inner.status().map(u16::from))
+            .finish_non_exhaustive()
+    }
+}
+
+impl StdError for ServerError {
+    /// lettre's cause for a connection or TLS failure. A server reply has none here:
+    /// lettre's cause would be the reply text as sent, already shown (scrubbed) above.
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        if self.inner.status().is_some() || self.inner.is_response() {
+            return None;
+        }
+        self.inner.source()
+    }
+}
+
+/// Replaces every occurrence of each address, in any ASCII case, by `*@domain`.
+fn scrub_addresses<'a>(mut text: String, addresses: impl IntoIterator<Item = &'a str>) -> String {
+    for address in addresses {
+        let Some((_, domain)) = address.rsplit_once('@') else {
+            continue;
+        };
+        let shown = format!("*@{domain}");
+        // ASCII lowercasing keeps byte offsets, so a match maps back onto `text`.
+        let needle = address.to_ascii_lowercase();
+        let mut from = 0;
+        while let Some(found) = text.to_ascii_lowercase()[from..].find(&needle) {
+            let start = from + found;
+            text.replace_range(start..start + needle.len(), &shown);
+            from = start + shown.len();
+        }
+    }
+    text
 }
 
 /// lettre says "Connection error: ..."; our messages are lowercase.
@@ -243,6 +308,19 @@ mod tests {
         assert_eq!(error.field(), Some("subject"));
         assert_eq!(error.smtp_code(), None);
         assert!(!error.is_connection());
+    }
+
+    #[test]
+    fn quoted_addresses_are_reduced_to_their_domain() {
+        let text =
+            "permanent error (550): 5.1.1 <Ana.Lima@Shop.Example>: rejected; ana.lima@shop.example";
+        assert_eq!(
+            scrub_addresses(
+                text.to_owned(),
+                ["ana.lima@shop.example", "reports@x.example"]
+            ),
+            "permanent error (550): 5.1.1 <*@shop.example>: rejected; *@shop.example"
+        );
     }
 
     #[test]
