@@ -9,12 +9,14 @@ use replaysafe_core::Classify;
 
 /// Why an email could not be described, configured or delivered.
 ///
-/// The kind is private; ask with the predicates. The backend's error (lettre's) is
-/// reachable through [`std::error::Error::source`] only, so a lettre upgrade is not a
-/// breaking change.
+/// The kind is private; ask with the predicates. The backend's cause is reachable through
+/// [`std::error::Error::source`] only, so a lettre upgrade is not a breaking change: for
+/// an SMTP failure, the server's reply with its addresses reduced to `*@domain`, and
+/// below it lettre's own cause of a connection or TLS failure.
 ///
 /// Messages never carry a password, a message body or a recipient address: they are
-/// journaled and logged. Invalid input names the field (`invalid email field subject:
+/// journaled and logged. A server's reply that quotes an address of the envelope
+/// (`550 5.1.1 <ana@shop.example>: ...`) shows it as `*@shop.example`. Invalid input names the field (`invalid email field subject:
 /// contains CR or LF`) and points at a list entry by index (`to[1]`), not by value.
 ///
 /// # Classification
