@@ -963,3 +963,121 @@ fn a_non_utf8_flag_value_is_an_error_naming_the_flag() {
     }
     assert!(!journal.exists(), "nothing was journaled");
 }
+
+#[test]
+fn control_characters_and_non_utf8_input_are_refused_naming_the_flag() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j.jsonl");
+    let latin1 = dir.path().join("latin1.json");
+    std::fs::write(&latin1, b"{\"city\": \"S\xe3o Paulo\"}").unwrap();
+    let not_utf8 = std::ffi::OsStr::from_bytes(b"x\xff");
+    let webhook = ["send", "webhook", "--url", "http://127.0.0.1:9/x"];
+    let email = [
+        "send",
+        "email",
+        "--smtp",
+        "smtp://127.0.0.1:9",
+        "--from",
+        "a@b.example",
+        "--to",
+        "c@d.example",
+        "--subject",
+        "s",
+        "--body",
+        "b",
+    ];
+    let data_file = format!("@{}", latin1.display());
+    let cases: [(Vec<&str>, &str); 6] = [
+        (
+            [
+                &webhook[..],
+                &["--event-type", "e\u{1b}[31m", "--data", "{}"],
+            ]
+            .concat(),
+            "--event-type: invalid event_type: must not contain control characters",
+        ),
+        (
+            [&webhook[..], &["--event-type", "e", "--data", &data_file]].concat(),
+            "is not valid UTF-8",
+        ),
+        (
+            [
+                &webhook[..],
+                &[
+                    "--event-type",
+                    "e",
+                    "--data",
+                    "{}",
+                    "--secret-env",
+                    "NOT_UTF8",
+                ],
+            ]
+            .concat(),
+            "--secret-env: environment variable NOT_UTF8 is not valid UTF-8",
+        ),
+        (
+            vec![
+                "send",
+                "webhook",
+                "--url-env",
+                "NOT_UTF8",
+                "--event-type",
+                "e",
+                "--data",
+                "{}",
+            ],
+            "--url-env: environment variable NOT_UTF8 is not valid UTF-8",
+        ),
+        (
+            [&email[..], &["--message-type", "m\u{1b}]0;title\u{7}"]].concat(),
+            "--message-type: invalid email field message_type: contains a control character",
+        ),
+        (
+            [
+                &email[..],
+                &["--user", "u\r\nx", "--password-env", "NOT_UTF8"],
+            ]
+            .concat(),
+            "--password-env: environment variable NOT_UTF8 is not valid UTF-8",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut command = clean_command();
+        command
+            .args(&args)
+            .envs(scheduled())
+            .env("REPLAYSAFE_JOURNAL", &journal);
+        // Only where a flag names it: resolving the context reads the whole environment.
+        if args.contains(&"NOT_UTF8") {
+            command.env("NOT_UTF8", not_utf8);
+        }
+        let output = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains('\u{1b}'),
+            "no escape code reaches a terminal: {stderr:?}"
+        );
+    }
+    let output = clean_command()
+        .args(email)
+        .args(["--user", "u\r\nx", "--password-env", "PASSWORD"])
+        .envs(scheduled())
+        .env("PASSWORD", "p")
+        .env("REPLAYSAFE_JOURNAL", &journal)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--user (smtp://127.0.0.1:9): invalid email client configuration username"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&journal).unwrap_or_default(),
+        "",
+        "nothing journaled"
+    );
+}

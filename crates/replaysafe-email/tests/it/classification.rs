@@ -83,7 +83,10 @@ async fn wrong_password_fails_permanently_without_retries() {
     assert_eq!(*attempts, 1, "a permanent failure is not retried");
     assert!(source.is_permanent() && !source.is_transient());
     assert_eq!(source.smtp_code(), Some(535));
-    assert!(source.source().is_some(), "the server's reply stays reachable");
+    assert!(
+        source.source().is_some(),
+        "the server's reply stays reachable"
+    );
 
     let records = support::records(&journal);
     assert_eq!(records.len(), 1, "one failed attempt: {records:#?}");
