@@ -412,11 +412,13 @@ fn email_flag(field: Option<&str>) -> &'static str {
 pub async fn email(request: EmailRequest, journal: Option<&Path>) -> anyhow::Result<Ended> {
     use replaysafe_email::{Email, EmailClient, EmailGuardExt, TlsMode};
     let server = parse_smtp(&request.smtp)?;
-    let mut builder = EmailClient::smtp(&server.host, server.port).tls(if request.starttls {
-        TlsMode::StartTls
-    } else {
-        TlsMode::Plaintext
-    });
+    let mut builder = EmailClient::smtp(&server.host, server.port)
+        .tls(if request.starttls {
+            TlsMode::StartTls
+        } else {
+            TlsMode::Plaintext
+        })
+        .redaction(request.redact.policy());
     match (&request.user, &request.password_env) {
         (Some(user), Some(variable)) => {
             builder = builder.credentials(user, secret_from_env("--password-env", variable)?);
@@ -430,17 +432,14 @@ pub async fn email(request: EmailRequest, journal: Option<&Path>) -> anyhow::Res
         builder = builder.root_certificate_pem(pem);
     }
     let (cx, journal) = context_and_journal(journal)?;
-    let guard = builder
-        .build_guarded(journal.clone())
-        .map_err(|e| {
-            anyhow!(
-                "{} ({}): {}",
-                email_flag(e.field()),
-                server.shown,
-                replaysafe_core::error_chain(&e)
-            )
-        })?
-        .with_redaction(request.redact.policy());
+    let guard = builder.build_guarded(journal.clone()).map_err(|e| {
+        anyhow!(
+            "{} ({}): {}",
+            email_flag(e.field()),
+            server.shown,
+            replaysafe_core::error_chain(&e)
+        )
+    })?;
     let redaction = guard.redaction().target();
     let mut addresses: Vec<&str> = request.to.iter().map(String::as_str).collect();
     addresses.push(&request.from);

@@ -361,7 +361,7 @@ impl Default for RedactionPolicy {
 
 impl RedactionPolicy {
     /// A policy with the given target redaction that shows summaries.
-    pub fn new(target: TargetRedaction) -> Self {
+    pub const fn new(target: TargetRedaction) -> Self {
         RedactionPolicy {
             target,
             summary: true,

@@ -5,7 +5,7 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
-use replaysafe_core::Classify;
+use replaysafe_core::{Classify, TargetRedaction};
 
 /// Why an email could not be described, configured or delivered.
 ///
@@ -95,14 +95,15 @@ impl Error {
         }
     }
 
-    /// An SMTP failure; every address in `addresses` (the envelope's) is shown as
-    /// `*@domain` wherever the server's reply quotes it.
+    /// An SMTP failure; every address in `addresses` (the envelope's) is shown through
+    /// `redaction` wherever the server's reply quotes it (`*@domain` for `Full`).
     pub(crate) fn smtp<'a>(
         server: &str,
         source: lettre::transport::smtp::Error,
         addresses: impl IntoIterator<Item = &'a str>,
+        redaction: TargetRedaction,
     ) -> Self {
-        let text = scrub_addresses(lowercase_first(&source.to_string()), addresses);
+        let text = scrub_addresses(lowercase_first(&source.to_string()), addresses, redaction);
         Error {
             kind: Kind::Smtp {
                 server: server.to_owned(),
@@ -267,13 +268,22 @@ impl StdError for ServerError {
     }
 }
 
-/// Replaces every occurrence of each address, in any ASCII case, by `*@domain`.
-fn scrub_addresses<'a>(mut text: String, addresses: impl IntoIterator<Item = &'a str>) -> String {
+/// Replaces every occurrence of each address, in any ASCII case, by its redacted form:
+/// `*@domain`, or the hash with [`TargetRedaction::Hashed`].
+fn scrub_addresses<'a>(
+    mut text: String,
+    addresses: impl IntoIterator<Item = &'a str>,
+    redaction: TargetRedaction,
+) -> String {
+    let redaction = match redaction {
+        TargetRedaction::Hashed => TargetRedaction::Hashed,
+        _ => TargetRedaction::DomainOnly,
+    };
     for address in addresses {
-        let Some((_, domain)) = address.rsplit_once('@') else {
+        if !address.contains('@') {
             continue;
-        };
-        let shown = format!("*@{domain}");
+        }
+        let shown = redaction.apply(address).into_owned();
         // ASCII lowercasing keeps byte offsets, so a match maps back onto `text`.
         let needle = address.to_ascii_lowercase();
         let mut from = 0;
@@ -316,12 +326,18 @@ mod tests {
     fn quoted_addresses_are_reduced_to_their_domain() {
         let text =
             "permanent error (550): 5.1.1 <Ana.Lima@Shop.Example>: rejected; ana.lima@shop.example";
+        let addresses = ["ana.lima@shop.example", "reports@x.example"];
+        for redaction in [TargetRedaction::DomainOnly, TargetRedaction::Full] {
+            assert_eq!(
+                scrub_addresses(text.to_owned(), addresses, redaction),
+                "permanent error (550): 5.1.1 <*@shop.example>: rejected; *@shop.example"
+            );
+        }
+        let hashed = scrub_addresses(text.to_owned(), addresses, TargetRedaction::Hashed);
+        let shown = TargetRedaction::Hashed.apply("ana.lima@shop.example");
         assert_eq!(
-            scrub_addresses(
-                text.to_owned(),
-                ["ana.lima@shop.example", "reports@x.example"]
-            ),
-            "permanent error (550): 5.1.1 <*@shop.example>: rejected; *@shop.example"
+            hashed,
+            format!("permanent error (550): 5.1.1 <{shown}>: rejected; {shown}")
         );
     }
 

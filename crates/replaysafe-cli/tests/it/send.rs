@@ -857,6 +857,14 @@ fn email_canaries_reach_no_output_and_no_journal_on_any_path() {
             ],
         ),
         case(
+            "550 quoting the recipient, hashed",
+            &format!("smtp://127.0.0.1:{}", rejecting.port),
+            &unknown,
+            &["--redact", "hashed"],
+            1,
+            &["to sha256:", "550): 5.1.1 <sha256:"],
+        ),
+        case(
             "535 for a wrong password",
             &format!("smtp://127.0.0.1:{tls_port}"),
             &recipient,
