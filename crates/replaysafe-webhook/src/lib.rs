@@ -23,9 +23,10 @@
 //! allow-list.
 //!
 //! The journal shows the endpoint as scheme, host and path: never a query string, a
-//! credential or a header value. Choose another [`TargetRedaction`](replaysafe_core::TargetRedaction)
-//! with [`Guard::with_redaction`](replaysafe_core::Guard::with_redaction) when the path
-//! itself is a secret.
+//! credential or a header value. When the path itself is a secret, choose another
+//! [`TargetRedaction`](replaysafe_core::TargetRedaction) with
+//! [`WebhookBuilder::redaction`]: the journal, log lines, `Debug` and error messages all
+//! follow it.
 //!
 //! # Example
 //!
