@@ -99,7 +99,7 @@ pub(crate) async fn build(
         .ssrf_policy(loopback.clone())
         .build_guarded(Arc::clone(journal))?;
     let downstream = TriggerClient::airflow(&base)
-        .ssrf_policy(loopback)
+        .ssrf_policy(loopback.clone())
         .build_guarded(Arc::clone(journal))?;
 
     let clients = match mode {
@@ -107,6 +107,7 @@ pub(crate) async fn build(
         Mode::Real => real_clients(journal)?,
     };
     let alerts = AlertmanagerClient::builder(&clients.alertmanager_url)
+        .ssrf_policy(loopback)
         .build_guarded(Arc::clone(journal))?;
     let mut places = vec![("partner webhook, Airflow API", base)];
     places.extend(clients.places);
@@ -188,7 +189,9 @@ fn real_clients(journal: &Arc<JsonlJournal>) -> anyhow::Result<ModeClients> {
         .known_hosts(PathBuf::from(required("REPLAYSAFE_TEST_SSHD_KNOWN_HOSTS")?))
         .remote_dir(&upload)
         .build_guarded(Arc::clone(journal))?;
-    let gateway = PushgatewayClient::builder(&pushgateway).build_guarded(Arc::clone(journal))?;
+    let gateway = PushgatewayClient::builder(&pushgateway)
+        .ssrf_policy(SsrfPolicy::default().allow_host("127.0.0.1"))
+        .build_guarded(Arc::clone(journal))?;
     Ok(ModeClients {
         mail,
         partner_drop: PartnerDrop::Sftp {

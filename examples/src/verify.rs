@@ -95,7 +95,12 @@ impl Evidence {
                     Matcher::equal("pipeline", PIPELINE),
                     Matcher::equal("table", FRESHNESS_TABLE),
                 ];
-                let alerts = AlertmanagerApi::new(url)?.alerts(&matchers).await?;
+                let alerts = AlertmanagerApi::new(
+                    url,
+                    replaysafe::alert::SsrfPolicy::default().allow_host("127.0.0.1"),
+                )?
+                .alerts(&matchers)
+                .await?;
                 Some(
                     alerts
                         .into_iter()

@@ -10,12 +10,12 @@ use replaysafe_core::{
     Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal,
     ReplayContext, rfc3339,
 };
+use replaysafe_http::{Call, Endpoint, HttpClient, Method, SsrfPolicy, drain};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use url::Url;
 
+use crate::Error;
 use crate::alert::{Alert, AlertAction};
-use crate::{Error, http};
 
 /// Posts alerts to Alertmanager (`POST /api/v2/alerts`); [`AlertmanagerClient::builder`]
 /// makes a guarded one.
@@ -28,10 +28,12 @@ use crate::{Error, http};
 /// `endsAt` = now, which ends the alert.
 ///
 /// The journal target is the Alertmanager base URL; the message type is the alert name.
+/// Alertmanager usually runs on an internal address: allow it with
+/// [`ssrf_policy`](AlertmanagerClientBuilder::ssrf_policy).
 #[derive(Debug)]
 pub struct AlertmanagerClient {
-    base: Url,
-    http: reqwest::Client,
+    base: Endpoint,
+    http: HttpClient,
 }
 
 /// Configures an [`AlertmanagerClient`].
@@ -39,6 +41,7 @@ pub struct AlertmanagerClient {
 pub struct AlertmanagerClientBuilder {
     base_url: String,
     timeout: Duration,
+    ssrf: SsrfPolicy,
 }
 
 impl AlertmanagerClient {
@@ -47,11 +50,12 @@ impl AlertmanagerClient {
         AlertmanagerClientBuilder {
             base_url: base_url.into(),
             timeout: Duration::from_secs(10),
+            ssrf: SsrfPolicy::default(),
         }
     }
 
     fn target(&self) -> String {
-        self.base.as_str().trim_end_matches('/').to_owned()
+        self.base.target().trim_end_matches('/').to_owned()
     }
 
     fn body(&self, cx: &ReplayContext, alert: &Alert) -> Value {
@@ -109,6 +113,13 @@ impl AlertmanagerClientBuilder {
         self
     }
 
+    /// Replaces the SSRF policy (default: internal addresses refused); allow the
+    /// Alertmanager's host or network here.
+    pub fn ssrf_policy(mut self, policy: SsrfPolicy) -> Self {
+        self.ssrf = policy;
+        self
+    }
+
     /// Builds the client inside a [`Guard`] journaling to `journal`.
     pub fn build_guarded(
         self,
@@ -124,11 +135,19 @@ impl AlertmanagerClientBuilder {
 
     fn build(self) -> Result<AlertmanagerClient, Error> {
         let client = AlertmanagerClient {
-            base: http::base_url("base_url", &self.base_url)?,
-            http: http::client(self.timeout)?,
+            base: Endpoint::base("base_url", &self.base_url)?,
+            http: http_client(self.timeout, self.ssrf)?,
         };
         Ok(client)
     }
+}
+
+/// The client every Alertmanager, PagerDuty and Slack request goes through.
+pub(crate) fn http_client(timeout: Duration, ssrf: SsrfPolicy) -> Result<HttpClient, Error> {
+    HttpClient::builder("replaysafe-alert")
+        .timeout(timeout)
+        .ssrf_policy(ssrf)
+        .build()
 }
 
 #[async_trait]
@@ -150,17 +169,24 @@ impl EffectClient for AlertmanagerClient {
     }
 
     async fn deliver(&self, delivery: &Delivery<'_>, alert: &Alert) -> Result<(), Error> {
-        let url = http::join(&self.base, &["api", "v2", "alerts"]);
-        let what = format!(
-            "posting alert {} ({}) to {url}",
+        let alerts = self.base.join(&["api", "v2", "alerts"]);
+        let action = format!(
+            "posting alert {} ({}) to",
             alert.name,
             alert.action.as_str()
         );
         let request = self
             .http
-            .post(url)
+            .request(Method::POST, &alerts)
             .json(&self.body(delivery.context(), alert));
-        http::send(request, &what, true).await.map(drop)
+        let call = Call {
+            action: &action,
+            endpoint: &alerts,
+            shown: alerts.target(),
+            detail: true,
+        };
+        drain(self.http.send(call, request).await?).await;
+        Ok(())
     }
 }
 
@@ -282,17 +308,22 @@ fn yes() -> bool {
 /// silencing a pipeline for a backfill. Not gated, since none of it can page anyone.
 #[derive(Clone, Debug)]
 pub struct AlertmanagerApi {
-    base: Url,
-    http: reqwest::Client,
+    base: Endpoint,
+    http: HttpClient,
 }
 
 impl AlertmanagerApi {
-    /// A client of the Alertmanager at `base_url`, with a 10 s timeout per request.
-    pub fn new(base_url: &str) -> Result<Self, Error> {
+    /// A client of the Alertmanager at `base_url`, with a 10 s timeout per request and
+    /// `ssrf` deciding which addresses it may reach (allow the Alertmanager's host).
+    pub fn new(base_url: &str, ssrf: SsrfPolicy) -> Result<Self, Error> {
         Ok(AlertmanagerApi {
-            base: http::base_url("base_url", base_url)?,
-            http: http::client(Duration::from_secs(10))?,
+            base: Endpoint::base("base_url", base_url)?,
+            http: http_client(Duration::from_secs(10), ssrf)?,
         })
+    }
+
+    fn shown(&self) -> &str {
+        self.base.target().trim_end_matches('/')
     }
 
     /// Alerts matching every matcher (`GET /api/v2/alerts?filter=...`). Alertmanager
@@ -314,21 +345,24 @@ impl AlertmanagerApi {
         matchers: &[Matcher],
         doing: &str,
     ) -> Result<T, Error> {
-        let mut url = http::join(&self.base, path);
-        for matcher in matchers {
-            url.query_pairs_mut()
-                .append_pair("filter", &matcher.to_filter());
-        }
-        let what = format!("{doing} from {}", self.base.as_str().trim_end_matches('/'));
-        let response = http::send(self.http.get(url), &what, true).await?;
-        response.json().await.map_err(|e| {
-            Error::transient(
-                format!("{what}: {e}"),
-                None,
-                None,
-                Some(Box::new(e.without_url())),
-            )
-        })
+        let endpoint = self.base.join(path);
+        let filters: Vec<(&str, String)> = matchers
+            .iter()
+            .map(|matcher| ("filter", matcher.to_filter()))
+            .collect();
+        let action = format!("{doing} from");
+        let request = self.http.request(Method::GET, &endpoint).query(&filters);
+        let call = Call {
+            action: &action,
+            endpoint: &endpoint,
+            shown: self.shown(),
+            detail: true,
+        };
+        let response = self.http.send(call, request).await?;
+        response
+            .json()
+            .await
+            .map_err(|e| Error::unreadable(&action, self.shown(), e.without_url()))
     }
 
     /// Silences every alert of the context's pipeline (matcher `pipeline="<pipeline>"`)
@@ -346,7 +380,8 @@ impl AlertmanagerApi {
     /// use std::time::Duration;
     /// use replaysafe_alert::AlertmanagerApi;
     ///
-    /// let api = AlertmanagerApi::new("http://alertmanager:9093")?;
+    /// use replaysafe_alert::SsrfPolicy;
+    /// let api = AlertmanagerApi::new("http://alertmanager:9093", SsrfPolicy::default().allow_host("alertmanager"))?;
     /// let silence = api
     ///     .begin_backfill_silence(&cx, "recompute July after the currency fix", "jane@ops", Duration::from_secs(6 * 3600))
     ///     .await?;
@@ -392,26 +427,28 @@ impl AlertmanagerApi {
             "createdBy": created_by,
             "comment": format!("replaysafe backfill {backfill}: {reason}"),
         });
-        let what = format!(
-            "creating a backfill silence for pipeline {} at {}",
-            cx.pipeline(),
-            self.base.as_str().trim_end_matches('/')
+        let action = format!(
+            "creating a backfill silence for pipeline {} at",
+            cx.pipeline()
         );
-        let url = http::join(&self.base, &["api", "v2", "silences"]);
-        let response = http::send(self.http.post(url).json(&body), &what, true).await?;
+        let silences = self.base.join(&["api", "v2", "silences"]);
+        let call = Call {
+            action: &action,
+            endpoint: &silences,
+            shown: self.shown(),
+            detail: true,
+        };
+        let request = self.http.request(Method::POST, &silences).json(&body);
+        let response = self.http.send(call, request).await?;
         #[derive(Deserialize)]
         struct Created {
             #[serde(rename = "silenceID")]
             silence_id: String,
         }
-        let created: Created = response.json().await.map_err(|e| {
-            Error::transient(
-                format!("{what}: {e}"),
-                None,
-                None,
-                Some(Box::new(e.without_url())),
-            )
-        })?;
+        let created: Created = response
+            .json()
+            .await
+            .map_err(|e| Error::unreadable(&action, self.shown(), e.without_url()))?;
         tracing::info!(
             target: "replaysafe::alert",
             silence_id = %created.silence_id,
@@ -458,13 +495,16 @@ impl BackfillSilence {
 
     /// Expires the silence (`DELETE /api/v2/silence/{id}`).
     pub async fn end(mut self) -> Result<(), Error> {
-        let url = http::join(&self.api.base, &["api", "v2", "silence", &self.id]);
-        let what = format!(
-            "expiring backfill silence {} at {}",
-            self.id,
-            self.api.base.as_str().trim_end_matches('/')
-        );
-        http::send(self.api.http.delete(url), &what, true).await?;
+        let silence = self.api.base.join(&["api", "v2", "silence", &self.id]);
+        let action = format!("expiring backfill silence {} at", self.id);
+        let call = Call {
+            action: &action,
+            endpoint: &silence,
+            shown: self.api.shown(),
+            detail: true,
+        };
+        let request = self.api.http.request(Method::DELETE, &silence);
+        drain(self.api.http.send(call, request).await?).await;
         self.ended = true;
         tracing::info!(
             target: "replaysafe::alert",

@@ -23,7 +23,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use replaysafe_alert::{Alert, AlertCategory, AlertmanagerApi, AlertmanagerClient, PagerDutyClient, Severity};
+//! use replaysafe_alert::{Alert, AlertCategory, AlertmanagerApi, AlertmanagerClient, PagerDutyClient, Severity, SsrfPolicy};
 //! use replaysafe_core::{JsonlJournal, ReplayContext};
 //! use secrecy::SecretString;
 //!
@@ -31,7 +31,11 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let cx = ReplayContext::from_env()?;
 //! let journal = Arc::new(JsonlJournal::open("journal.jsonl")?);
-//! let alertmanager = AlertmanagerClient::builder("http://alertmanager:9093").build_guarded(journal.clone())?;
+//! // Alertmanager runs on an internal address, which the SSRF guard refuses unless allowed.
+//! let internal = SsrfPolicy::default().allow_host("alertmanager");
+//! let alertmanager = AlertmanagerClient::builder("http://alertmanager:9093")
+//!     .ssrf_policy(internal.clone())
+//!     .build_guarded(journal.clone())?;
 //! let pagerduty = PagerDutyClient::builder(SecretString::from(std::env::var("PD_ROUTING_KEY")?))
 //!     .service_label("data-oncall")
 //!     .build_guarded(journal)?;
@@ -45,7 +49,7 @@
 //! pagerduty.send(&cx, &late.resolved()).await?; // same dedup_key as the trigger
 //!
 //! // Around a backfill: mute the pipeline's alerts raised by outside rules.
-//! let api = AlertmanagerApi::new("http://alertmanager:9093")?;
+//! let api = AlertmanagerApi::new("http://alertmanager:9093", internal)?;
 //! let silence = api.begin_backfill_silence(&cx, "recompute July", "jane@ops", Duration::from_secs(6 * 3600)).await?;
 //! // ... run the backfill ...
 //! silence.end().await?;
@@ -65,16 +69,15 @@
 //! One [`Error`] type. Invalid input (an alert name, a reserved label, an empty summary)
 //! is refused by `describe`, naming the field, and nothing is sent. HTTP 408, 425, 429
 //! and 5xx, timeouts and connection errors are transient (`Retry-After` is honoured by the
-//! guard); other 4xx and any redirect are permanent. The classification is the webhook
-//! adapter's ([`replaysafe_webhook::classify_status`]).
+//! guard); other 4xx and any redirect are permanent. The classification, the SSRF guard
+//! (internal addresses refused unless allowed with `ssrf_policy`) and the error shape are
+//! those of every HTTP adapter ([`replaysafe_http`]).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod alert;
 mod alertmanager;
-mod error;
-mod http;
 mod pagerduty;
 mod slack;
 
@@ -83,6 +86,8 @@ pub use alertmanager::{
     ActiveAlert, AlertStatus, AlertmanagerApi, AlertmanagerClient, AlertmanagerClientBuilder,
     BackfillSilence, Matcher, Silence, SilenceMatcher, SilenceStatus,
 };
-pub use error::Error;
 pub use pagerduty::{DEFAULT_BASE_URL, PagerDutyClient, PagerDutyClientBuilder, PagerDutyReceipt};
+/// The error of every HTTP adapter ([`replaysafe_http::Error`]).
+pub use replaysafe_http::Error;
+pub use replaysafe_http::{IpNetwork, SsrfPolicy};
 pub use slack::{SlackClient, SlackClientBuilder, SlackMessage};

@@ -8,12 +8,13 @@ use replaysafe_core::{
     Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal,
     ReplayContext, rfc3339,
 };
+use replaysafe_http::{Call, Endpoint, HttpClient, Method, SsrfPolicy};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
-use url::Url;
 
+use crate::Error;
 use crate::alert::{Alert, AlertAction};
-use crate::{Error, http};
+use crate::alertmanager::http_client;
 
 /// PagerDuty's public Events API.
 pub const DEFAULT_BASE_URL: &str = "https://events.pagerduty.com";
@@ -31,10 +32,10 @@ pub const DEFAULT_BASE_URL: &str = "https://events.pagerduty.com";
 /// the payload digest covers the event without `routing_key` and `dedup_key`.
 #[derive(Debug)]
 pub struct PagerDutyClient {
-    enqueue: Url,
+    enqueue: Endpoint,
     routing_key: SecretString,
     service: String,
-    http: reqwest::Client,
+    http: HttpClient,
 }
 
 /// Configures a [`PagerDutyClient`].
@@ -44,6 +45,7 @@ pub struct PagerDutyClientBuilder {
     base_url: String,
     service: String,
     timeout: Duration,
+    ssrf: SsrfPolicy,
 }
 
 /// What PagerDuty answered.
@@ -62,6 +64,7 @@ impl PagerDutyClient {
             base_url: DEFAULT_BASE_URL.to_owned(),
             service: "events-v2".to_owned(),
             timeout: Duration::from_secs(10),
+            ssrf: SsrfPolicy::default(),
         }
     }
 
@@ -129,6 +132,12 @@ impl PagerDutyClientBuilder {
         self
     }
 
+    /// Replaces the SSRF policy (default: internal addresses refused).
+    pub fn ssrf_policy(mut self, policy: SsrfPolicy) -> Self {
+        self.ssrf = policy;
+        self
+    }
+
     /// Builds the client inside a [`Guard`] journaling to `journal`.
     pub fn build_guarded(
         self,
@@ -147,12 +156,12 @@ impl PagerDutyClientBuilder {
             return Err(Error::invalid("routing_key", "must not be empty"));
         }
         check_label("service_label", &self.service)?;
-        let base = http::base_url("base_url", &self.base_url)?;
+        let base = Endpoint::base("base_url", &self.base_url)?;
         let client = PagerDutyClient {
-            enqueue: http::join(&base, &["v2", "enqueue"]),
+            enqueue: base.join(&["v2", "enqueue"]),
             routing_key: self.routing_key,
             service: self.service,
-            http: http::client(self.timeout)?,
+            http: http_client(self.timeout, self.ssrf)?,
         };
         Ok(client)
     }
@@ -198,18 +207,19 @@ impl EffectClient for PagerDutyClient {
         let mut event = self.event(delivery.context(), alert);
         event["routing_key"] = json!(self.routing_key.expose_secret());
         event["dedup_key"] = json!(delivery.key().as_str());
-        let what = format!(
-            "sending pagerduty {} of {} to {}",
+        let action = format!(
+            "sending pagerduty {} of {} to",
             alert.action.as_str(),
             alert.name,
-            self.enqueue
         );
-        let response = http::send(
-            self.http.post(self.enqueue.clone()).json(&event),
-            &what,
-            false,
-        )
-        .await?;
+        let call = Call {
+            action: &action,
+            endpoint: &self.enqueue,
+            shown: self.enqueue.target(),
+            detail: false,
+        };
+        let request = self.http.request(Method::POST, &self.enqueue).json(&event);
+        let response = self.http.send(call, request).await?;
         let answered = response.json::<Value>().await.ok().and_then(|body| {
             body.get("dedup_key")
                 .and_then(Value::as_str)

@@ -7,13 +7,14 @@ use replaysafe_core::{
     Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal,
     ReplayContext,
 };
-use secrecy::{ExposeSecret, SecretString};
+use replaysafe_http::{Call, Endpoint, HttpClient, Method, SsrfPolicy, drain};
+use secrecy::SecretString;
 use serde_json::{Value, json};
-use url::Url;
 
+use crate::Error;
 use crate::alert::{Alert, AlertAction};
+use crate::alertmanager::http_client;
 use crate::pagerduty::check_label;
-use crate::{Error, http};
 
 /// One message to a Slack incoming webhook: a fallback text and optional Block Kit blocks.
 ///
@@ -115,9 +116,9 @@ impl SlackMessage {
 /// twice, which is why only transient answers are retried.
 #[derive(Debug)]
 pub struct SlackClient {
-    url: SecretString,
+    url: Endpoint,
     channel: String,
-    http: reqwest::Client,
+    http: HttpClient,
 }
 
 /// Configures a [`SlackClient`].
@@ -126,6 +127,7 @@ pub struct SlackClientBuilder {
     url: SecretString,
     channel: String,
     timeout: Duration,
+    ssrf: SsrfPolicy,
 }
 
 impl SlackClient {
@@ -135,6 +137,7 @@ impl SlackClient {
             url: webhook_url,
             channel: "incoming-webhook".to_owned(),
             timeout: Duration::from_secs(10),
+            ssrf: SsrfPolicy::default(),
         }
     }
 
@@ -156,6 +159,12 @@ impl SlackClientBuilder {
         self
     }
 
+    /// Replaces the SSRF policy (default: internal addresses refused).
+    pub fn ssrf_policy(mut self, policy: SsrfPolicy) -> Self {
+        self.ssrf = policy;
+        self
+    }
+
     /// Builds the client inside a [`Guard`] journaling to `journal`.
     pub fn build_guarded(
         self,
@@ -170,20 +179,14 @@ impl SlackClientBuilder {
     }
 
     fn build(self) -> Result<SlackClient, Error> {
-        // Url's errors never repeat the input, so nothing of the secret leaks here.
-        let url =
-            Url::parse(self.url.expose_secret()).map_err(|e| Error::invalid("webhook_url", e))?;
-        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
-            return Err(Error::invalid(
-                "webhook_url",
-                "must be an http or https URL with a host",
-            ));
-        }
+        // The whole URL is the credential: it is shown as its origin at most, and its
+        // parse errors never repeat it.
+        let url = Endpoint::secret("webhook_url", &self.url)?;
         check_label("channel_label", &self.channel)?;
         Ok(SlackClient {
-            url: self.url,
+            url,
             channel: self.channel,
-            http: http::client(self.timeout)?,
+            http: http_client(self.timeout, self.ssrf)?,
         })
     }
 }
@@ -210,11 +213,19 @@ impl EffectClient for SlackClient {
     }
 
     async fn deliver(&self, _delivery: &Delivery<'_>, message: &SlackMessage) -> Result<(), Error> {
-        let what = format!("posting {} to {}", message.name, self.target());
+        let action = format!("posting {} to", message.name);
+        let target = self.target();
+        let call = Call {
+            action: &action,
+            endpoint: &self.url,
+            shown: &target,
+            detail: false,
+        };
         let request = self
             .http
-            .post(self.url.expose_secret())
+            .request(Method::POST, &self.url)
             .json(&message.body());
-        http::send(request, &what, false).await.map(drop)
+        drain(self.http.send(call, request).await?).await;
+        Ok(())
     }
 }

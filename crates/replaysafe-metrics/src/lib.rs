@@ -31,7 +31,10 @@
 //! let cx = ReplayContext::from_env()?;
 //! let journal = Arc::new(JsonlJournal::open("journal.jsonl")?);
 //!
-//! let gateway = PushgatewayClient::builder("http://pushgateway:9091").build_guarded(journal.clone())?;
+//! // The Pushgateway runs on an internal address, which the SSRF guard refuses unless allowed.
+//! let gateway = PushgatewayClient::builder("http://pushgateway:9091")
+//!     .ssrf_policy(replaysafe_metrics::SsrfPolicy::default().allow_host("pushgateway"))
+//!     .build_guarded(journal.clone())?;
 //! let push = Push::replace("nightly_export")
 //!     .with_grouping_label("instance", "batch-01")
 //!     .with_sample(Sample::gauge("orders_exported", 1204.0));
@@ -65,7 +68,7 @@
 mod bridge;
 mod error;
 mod exposition;
-mod http;
+
 mod pushgateway;
 mod statsd;
 
@@ -73,4 +76,5 @@ pub use bridge::{FlushHandle, ReplaySafeRecorder};
 pub use error::Error;
 pub use exposition::{Sample, SampleKind};
 pub use pushgateway::{Push, PushMethod, PushgatewayClient, PushgatewayClientBuilder};
+pub use replaysafe_http::{IpNetwork, SsrfPolicy};
 pub use statsd::{StatsdClient, StatsdClientBuilder, StatsdMetric, StatsdValue};

@@ -10,8 +10,9 @@ use replaysafe_core::{
     Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal,
     ReplayContext,
 };
+use replaysafe_http::{Call, Endpoint, HttpClient, SsrfPolicy, drain};
 use reqwest::header::CONTENT_TYPE;
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use url::Url;
 
 use crate::Error;
@@ -222,11 +223,13 @@ impl Push {
 /// 408, 425, 429 and 5xx are transient (with `Retry-After`); other statuses, redirects
 /// included, are permanent. The Pushgateway takes no idempotency key: prefer
 /// [`Push::replace`] so that a retry is harmless.
+///
+/// The Pushgateway usually runs on an internal address, which the SSRF guard refuses
+/// unless allowed with [`ssrf_policy`](PushgatewayClientBuilder::ssrf_policy).
 #[derive(Debug)]
 pub struct PushgatewayClient {
-    base: Url,
-    http: reqwest::Client,
-    basic_auth: Option<(String, SecretString)>,
+    base: Endpoint,
+    http: HttpClient,
 }
 
 /// Configures a [`PushgatewayClient`].
@@ -235,6 +238,7 @@ pub struct PushgatewayClientBuilder {
     base_url: String,
     timeout: Duration,
     basic_auth: Option<(String, SecretString)>,
+    ssrf: SsrfPolicy,
 }
 
 impl PushgatewayClient {
@@ -245,32 +249,36 @@ impl PushgatewayClient {
             base_url: base_url.into(),
             timeout: Duration::from_secs(10),
             basic_auth: None,
+            ssrf: SsrfPolicy::default(),
         }
     }
 
     /// The URL of a push's group: `/metrics/job/<job>/<label>/<value>...`, a value
     /// holding `/` (or empty, `.` or `..`) in the `<label>@base64/<base64url>` form.
     pub fn group_url(&self, push: &Push) -> Url {
-        let mut url = self.base.clone();
+        self.group(push).url().clone()
+    }
+
+    fn group(&self, push: &Push) -> Endpoint {
+        let mut segments = vec!["metrics".to_owned()];
+        for (name, value) in std::iter::once(("job", push.job.as_str()))
+            .chain(push.grouping.iter().map(|(n, v)| (n.as_str(), v.as_str())))
         {
-            let mut segments = url
-                .path_segments_mut()
-                .expect("an http(s) base URL has path segments");
-            segments.pop_if_empty().push("metrics");
-            for (name, value) in std::iter::once(("job", push.job.as_str()))
-                .chain(push.grouping.iter().map(|(n, v)| (n.as_str(), v.as_str())))
-            {
-                if value.is_empty() || value.contains('/') || value == "." || value == ".." {
-                    let encoded = URL_SAFE.encode(value);
-                    segments
-                        .push(&format!("{name}@base64"))
-                        .push(if encoded.is_empty() { "=" } else { &encoded });
+            if value.is_empty() || value.contains('/') || value == "." || value == ".." {
+                let encoded = URL_SAFE.encode(value);
+                segments.push(format!("{name}@base64"));
+                segments.push(if encoded.is_empty() {
+                    "=".to_owned()
                 } else {
-                    segments.push(name).push(value);
-                }
+                    encoded
+                });
+            } else {
+                segments.push(name.to_owned());
+                segments.push(value.to_owned());
             }
         }
-        url
+        let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+        self.base.join(&segments)
     }
 }
 
@@ -287,19 +295,27 @@ impl PushgatewayClientBuilder {
         self
     }
 
+    /// Replaces the SSRF policy (default: internal addresses refused); allow the
+    /// Pushgateway's host or network here.
+    pub fn ssrf_policy(mut self, policy: SsrfPolicy) -> Self {
+        self.ssrf = policy;
+        self
+    }
+
     /// Builds the client without a guard; only [`build_guarded`](Self::build_guarded) is
     /// public, so no push leaves the process without the gate.
     fn build(self) -> Result<PushgatewayClient, Error> {
-        let base = parse_base_url(&self.base_url)?;
-        let http = reqwest::Client::builder()
+        let base = Endpoint::base("base_url", &self.base_url)?;
+        let mut http = HttpClient::builder("replaysafe-metrics")
             .timeout(self.timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| Error::invalid("http client", e))?;
+            .ssrf_policy(self.ssrf)
+            .reserve_headers(&["content-type"]);
+        if let Some((user, password)) = self.basic_auth {
+            http = http.basic_auth(&user, password);
+        }
         Ok(PushgatewayClient {
             base,
-            http,
-            basic_auth: self.basic_auth,
+            http: http.build()?,
         })
     }
 
@@ -315,30 +331,6 @@ impl PushgatewayClientBuilder {
     pub fn build_with_layer(self, layer: &GuardLayer) -> Result<Guard<PushgatewayClient>, Error> {
         Ok(layer.layer(self.build()?))
     }
-}
-
-/// An http(s) URL without credentials, query or fragment.
-pub(crate) fn parse_base_url(text: &str) -> Result<Url, Error> {
-    let url = Url::parse(text).map_err(|e| Error::invalid("base_url", e))?;
-    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
-        return Err(Error::invalid(
-            "base_url",
-            "must be an http or https URL with a host",
-        ));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(Error::invalid(
-            "base_url",
-            "must not hold credentials; use basic_auth",
-        ));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(Error::invalid(
-            "base_url",
-            "must not have a query or fragment",
-        ));
-    }
-    Ok(url)
 }
 
 #[async_trait]
@@ -364,25 +356,26 @@ impl EffectClient for PushgatewayClient {
 
     async fn deliver(&self, _delivery: &Delivery<'_>, push: &Push) -> Result<(), Error> {
         let body = push.render()?;
-        let what = format!(
-            "pushing metrics ({}) to {} group {}",
-            push.method.as_str(),
-            self.base.as_str().trim_end_matches('/'),
+        let action = format!("pushing metrics ({}) to", push.method.as_str());
+        let shown = format!(
+            "{} group {}",
+            self.base.target().trim_end_matches('/'),
             push.target()
         );
-        let mut request = self
+        let group = self.group(push);
+        let request = self
             .http
-            .request(push.method.http(), self.group_url(push))
+            .request(push.method.http(), &group)
             .header(CONTENT_TYPE, TEXT_FORMAT)
             .body(body);
-        if let Some((user, password)) = &self.basic_auth {
-            request = request.basic_auth(user, Some(password.expose_secret()));
-        }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| crate::http::transport(&what, e))?;
-        crate::http::check(response.status(), response.headers(), &what)
+        let call = Call {
+            action: &action,
+            endpoint: &group,
+            shown: &shown,
+            detail: false,
+        };
+        drain(self.http.send(call, request).await?).await;
+        Ok(())
     }
 }
 

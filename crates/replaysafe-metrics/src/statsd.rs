@@ -245,13 +245,16 @@ impl StatsdClient {
     async fn socket(&self) -> Result<&UdpSocket, Error> {
         self.socket
             .get_or_try_init(|| async {
-                let what = format!("sending statsd datagram to {}:{}", self.host, self.port);
+                let what = format!("udp://{}:{}", self.host, self.port);
                 let target = tokio::net::lookup_host((self.host.as_str(), self.port))
                     .await
                     .map_err(|e| io_error(&what, e))?
                     .next()
                     .ok_or_else(|| {
-                        Error::transient(format!("{what}: no address"), None, None, None)
+                        io_error(
+                            &what,
+                            std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
+                        )
                     })?;
                 let local: IpAddr = match target.ip() {
                     IpAddr::V4(ip) if ip.is_loopback() => Ipv4Addr::LOCALHOST.into(),
@@ -272,13 +275,9 @@ impl StatsdClient {
     }
 }
 
-fn io_error(what: &str, error: std::io::Error) -> Error {
-    Error::transient(
-        format!("{what}: {error}"),
-        None,
-        None,
-        Some(Box::new(error)),
-    )
+/// A network failure sending to `target` (`udp://host:port`): transient.
+fn io_error(target: &str, error: std::io::Error) -> Error {
+    replaysafe_http::Error::network("sending statsd datagram to", target, error).into()
 }
 
 impl StatsdClientBuilder {
@@ -352,12 +351,10 @@ impl EffectClient for StatsdClient {
     ) -> Result<usize, Error> {
         let line = metric.line_with_prefix(&self.prefix)?;
         let socket = self.socket().await?;
-        socket.send(line.as_bytes()).await.map_err(|e| {
-            io_error(
-                &format!("sending statsd datagram to {}:{}", self.host, self.port),
-                e,
-            )
-        })
+        socket
+            .send(line.as_bytes())
+            .await
+            .map_err(|e| io_error(&format!("udp://{}:{}", self.host, self.port), e))
     }
 }
 

@@ -71,29 +71,22 @@
 //! delta-seconds and HTTP-date forms. 410 Gone ([`Error::is_endpoint_gone`]), every
 //! other 4xx, any 3xx ([`Error::is_redirect`]), an SSRF refusal
 //! ([`Error::is_ssrf_refused`]) and invalid input ([`Error::is_invalid`]) are permanent.
-//! [`classify_status`] is the same rule for other HTTP clients.
+//! Every HTTP adapter shares this classification and this error shape, through
+//! [`replaysafe_http`].
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
-mod classify;
-mod error;
 mod signing;
-mod ssrf;
 mod transport;
 mod trigger;
 mod webhook;
 
-pub use classify::{
-    ResponseClass, TransportFailure, classify_status, classify_status_at, parse_retry_after,
-    transport_failure,
+/// The error of every HTTP adapter ([`replaysafe_http::Error`]).
+pub use replaysafe_http::Error;
+pub use replaysafe_http::{
+    AddressClass, InvalidAllowEntry, InvalidNetwork, IpNetwork, Method, SsrfPolicy, SsrfRefusal,
 };
-pub use error::Error;
-pub use reqwest::Method;
 pub use signing::SigningSecret;
-pub use ssrf::{
-    AddressClass, InvalidAllowEntry, InvalidNetwork, IpNetwork, SsrfPolicy, SsrfRefusal,
-    SsrfResolver,
-};
 pub use trigger::{Trigger, TriggerBuilder, TriggerClient, TriggerReceipt};
 pub use webhook::{Receipt, Webhook, WebhookBuilder, WebhookClient};

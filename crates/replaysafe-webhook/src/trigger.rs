@@ -11,9 +11,9 @@ use replaysafe_core::{
 use reqwest::{Method, StatusCode};
 
 use crate::Error;
-use crate::error::Action;
-use crate::transport::{Endpoint, HttpOptions, Outgoing, Transport};
+use crate::transport::{HttpOptions, Outgoing, SENDING_TRIGGER, Transport};
 use crate::webhook::{check_name, http_options};
+use replaysafe_http::Endpoint;
 
 /// Starts downstream work: a DAG run through Airflow's REST API, or a call to a generic
 /// trigger URL. Reached only through a [`Guard`]; the effect kind is `trigger`, so a
@@ -121,13 +121,7 @@ impl TriggerBuilder {
     fn build(self) -> Result<TriggerClient, Error> {
         let preset = match self.preset {
             PresetKind::Airflow => {
-                let base = Endpoint::parse("airflow base URL", &self.url)?;
-                if base.url().query().is_some() {
-                    return Err(Error::invalid(
-                        "airflow base URL",
-                        "must not have a query string",
-                    ));
-                }
+                let base = Endpoint::base("airflow base URL", &self.url)?;
                 if self
                     .options
                     .method
@@ -235,12 +229,7 @@ impl TriggerClient {
             }
             Preset::Airflow { base } => {
                 check_dag_id(&trigger.name)?;
-                let mut url = base.url().clone();
-                url.path_segments_mut()
-                    .map_err(|()| Error::invalid("airflow base URL", "cannot take a path"))?
-                    .pop_if_empty()
-                    .extend(["api", "v2", "dags", &trigger.name, "dagRuns"]);
-                Ok(Endpoint::from_url(url))
+                Ok(base.join(&["api", "v2", "dags", &trigger.name, "dagRuns"]))
             }
         }
     }
@@ -351,10 +340,9 @@ impl EffectClient for TriggerClient {
         let result = self
             .transport
             .send(Outgoing {
-                action: Action::Trigger,
+                action: SENDING_TRIGGER,
                 method: self.method.clone(),
-                url: prepared.endpoint.url(),
-                target: prepared.endpoint.target(),
+                endpoint: &prepared.endpoint,
                 content_type: "application/json",
                 body: prepared.body,
                 key: delivery.key(),
@@ -368,7 +356,7 @@ impl EffectClient for TriggerClient {
             }),
             Err(error)
                 if matches!(self.preset, Preset::Airflow { .. })
-                    && error.status() == Some(StatusCode::CONFLICT) =>
+                    && error.status() == Some(StatusCode::CONFLICT.as_u16()) =>
             {
                 Ok(TriggerReceipt {
                     status: StatusCode::CONFLICT,

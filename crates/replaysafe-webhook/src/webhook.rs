@@ -11,8 +11,8 @@ use replaysafe_core::{
 use reqwest::{Method, StatusCode};
 
 use crate::Error;
-use crate::error::Action;
-use crate::transport::{Endpoint, HttpOptions, Outgoing, Transport};
+use crate::transport::{HttpOptions, Outgoing, SENDING_WEBHOOK, Transport};
+use replaysafe_http::Endpoint;
 
 /// Sends webhooks; reached only through a [`Guard`] built by [`WebhookClient::builder`].
 ///
@@ -88,32 +88,33 @@ macro_rules! http_options {
         /// A header sent on every request. Its value is not treated as a secret: use
         /// [`secret_header`](Self::secret_header) for API keys and the like.
         pub fn header(mut self, name: &str, value: &str) -> Self {
-            self.options.header(name, value);
+            self.options.http(|http| http.header(name, value));
             self
         }
 
         /// A header whose value is a secret (an API key, say): marked sensitive, and never
         /// printed, journaled or put in an error.
         pub fn secret_header(mut self, name: &str, value: secrecy::SecretString) -> Self {
-            self.options.secret_header(name, value);
+            self.options.http(|http| http.secret_header(name, value));
             self
         }
 
         /// `Authorization: Bearer <token>`, kept secret.
         pub fn bearer_token(mut self, token: secrecy::SecretString) -> Self {
-            self.options.bearer_token(token);
+            self.options.http(|http| http.bearer_token(token));
             self
         }
 
         /// `Authorization: Basic …`, the password kept secret.
         pub fn basic_auth(mut self, username: &str, password: secrecy::SecretString) -> Self {
-            self.options.basic_auth(username, password);
+            self.options
+                .http(|http| http.basic_auth(username, password));
             self
         }
 
         /// The timeout of one attempt, connection included (default 15 s).
         pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
-            self.options.timeout(timeout);
+            self.options.http(|http| http.timeout(timeout));
             self
         }
 
@@ -126,7 +127,7 @@ macro_rules! http_options {
 
         /// Replaces the SSRF policy (default: internal addresses refused).
         pub fn ssrf_policy(mut self, policy: $crate::SsrfPolicy) -> Self {
-            self.options.ssrf = policy;
+            self.options.ssrf(policy);
             self
         }
 
@@ -332,10 +333,9 @@ impl EffectClient for WebhookClient {
         let status = self
             .transport
             .send(Outgoing {
-                action: Action::Webhook,
+                action: SENDING_WEBHOOK,
                 method: self.method.clone(),
-                url: endpoint.url(),
-                target: endpoint.target(),
+                endpoint,
                 content_type: &webhook.content_type,
                 body: webhook.body.clone(),
                 key: delivery.key(),

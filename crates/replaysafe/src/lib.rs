@@ -50,6 +50,12 @@ pub use replaysafe_alert as alert;
 #[doc(inline)]
 pub use replaysafe_webhook as webhook;
 
+/// What every HTTP adapter shares: endpoints, the SSRF policy, classification, the error
+/// (features `webhook`, `alert`, `metrics`).
+#[cfg(any(feature = "webhook", feature = "alert", feature = "metrics"))]
+#[doc(inline)]
+pub use replaysafe_http as http;
+
 /// Email over SMTP or into a folder (feature `email`).
 #[cfg(feature = "email")]
 #[doc(inline)]

@@ -15,12 +15,13 @@ pub(crate) fn alertmanager_url() -> String {
 
 pub(crate) fn client(journal: &FileJournal) -> Guard<AlertmanagerClient> {
     AlertmanagerClient::builder(alertmanager_url())
+        .ssrf_policy(crate::support::loopback())
         .build_guarded(journal.journal.clone())
         .unwrap()
 }
 
 pub(crate) async fn alerts_of(pipeline: &str) -> Vec<ActiveAlert> {
-    AlertmanagerApi::new(&alertmanager_url())
+    AlertmanagerApi::new(&alertmanager_url(), crate::support::loopback())
         .unwrap()
         .alerts(&[Matcher::equal("pipeline", pipeline)])
         .await

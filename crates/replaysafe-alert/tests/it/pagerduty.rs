@@ -14,6 +14,7 @@ pub(crate) const ROUTING_KEY: &str = "pdcanary0routing0key0b41f9e27d5c";
 
 pub(crate) fn client(receiver: &Receiver, journal: &FileJournal) -> Guard<PagerDutyClient> {
     PagerDutyClient::builder(SecretString::from(ROUTING_KEY))
+        .ssrf_policy(crate::support::loopback())
         .base_url(receiver.url(""))
         .service_label("data-oncall")
         .build_guarded(journal.journal.clone())
@@ -172,6 +173,7 @@ async fn a_malformed_event_is_refused_by_the_receiver_contract_not_retried() {
     let journal = FileJournal::new();
     // A routing key of the wrong length: PagerDuty answers 400 "invalid event".
     let pagerduty = PagerDutyClient::builder(SecretString::from("too-short"))
+        .ssrf_policy(crate::support::loopback())
         .base_url(receiver.url(""))
         .build_guarded(journal.journal.clone())
         .unwrap();

@@ -10,7 +10,7 @@ use crate::support::{FileJournal, backfill_now, live_now, unique};
 use replaysafe_test::logs::CapturedLogs;
 
 fn api() -> AlertmanagerApi {
-    AlertmanagerApi::new(&alertmanager_url()).unwrap()
+    AlertmanagerApi::new(&alertmanager_url(), crate::support::loopback()).unwrap()
 }
 
 #[tokio::test]
@@ -133,7 +133,7 @@ async fn a_silence_dropped_without_end_says_so_and_keeps_its_deadline() {
 
 #[tokio::test]
 async fn a_silence_without_reason_author_or_duration_is_refused_before_any_request() {
-    let api = AlertmanagerApi::new("http://127.0.0.1:9").unwrap();
+    let api = AlertmanagerApi::new("http://127.0.0.1:9", crate::support::loopback()).unwrap();
     let cx = contexts::backfill();
     let hour = Duration::from_secs(3600);
     let cases = [

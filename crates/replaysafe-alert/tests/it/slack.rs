@@ -13,6 +13,7 @@ use crate::support::{
 
 pub(crate) fn client(receiver: &Receiver, journal: &FileJournal) -> Guard<SlackClient> {
     SlackClient::builder(SecretString::from(receiver.url(SLACK_PATH)))
+        .ssrf_policy(crate::support::loopback())
         .channel_label("#data-alerts")
         .build_guarded(journal.journal.clone())
         .unwrap()

@@ -19,6 +19,13 @@ use serde_json::Value;
 pub(crate) use replaysafe_test::TempJournal as FileJournal;
 
 /// A name unique to this test process and `test`, for the shared Alertmanager.
+/// The SSRF policy the tests use: the real servers and receivers are on loopback.
+pub(crate) fn loopback() -> replaysafe_alert::SsrfPolicy {
+    replaysafe_alert::SsrfPolicy::default()
+        .allow("127.0.0.0/8")
+        .unwrap()
+}
+
 pub(crate) fn unique(test: &str) -> String {
     format!("rs_{test}_{}", std::process::id())
 }

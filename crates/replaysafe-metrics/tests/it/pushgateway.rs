@@ -37,6 +37,11 @@ async fn a_live_push_appears_in_the_gateways_metrics() {
     let job = unique("live_push");
     let journal = FileJournal::new();
     let gateway = PushgatewayClient::builder(gateway_url())
+        .ssrf_policy(
+            replaysafe_metrics::SsrfPolicy::default()
+                .allow("127.0.0.0/8")
+                .unwrap(),
+        )
         .build_guarded(journal.journal.clone())
         .unwrap();
     let push = Push::replace(&job)
@@ -82,6 +87,11 @@ async fn a_backfill_push_is_not_pushed_and_the_journal_says_what_would_have_been
         let job = unique(&format!("suppressed_push_{}", name.replace('-', "_")));
         let journal = FileJournal::new();
         let gateway = PushgatewayClient::builder(gateway_url())
+            .ssrf_policy(
+                replaysafe_metrics::SsrfPolicy::default()
+                    .allow("127.0.0.0/8")
+                    .unwrap(),
+            )
             .build_guarded(journal.journal.clone())
             .unwrap();
         let push = Push::replace(&job)
@@ -115,6 +125,11 @@ async fn put_replaces_the_group_post_merges_and_delete_removes_it() {
     let job = unique("put_post");
     let journal = FileJournal::new();
     let gateway = PushgatewayClient::builder(gateway_url())
+        .ssrf_policy(
+            replaysafe_metrics::SsrfPolicy::default()
+                .allow("127.0.0.0/8")
+                .unwrap(),
+        )
         .build_guarded(journal.journal.clone())
         .unwrap();
     let cx = contexts::live();
@@ -159,6 +174,11 @@ async fn an_invalid_push_is_refused_before_anything_is_sent_or_journaled() {
     let job = unique("invalid_push");
     let journal = FileJournal::new();
     let gateway = PushgatewayClient::builder(gateway_url())
+        .ssrf_policy(
+            replaysafe_metrics::SsrfPolicy::default()
+                .allow("127.0.0.0/8")
+                .unwrap(),
+        )
         .build_guarded(journal.journal.clone())
         .unwrap();
     let push = Push::replace(&job).with_sample(Sample::counter("orders_total", -1.0));
@@ -179,6 +199,11 @@ async fn a_push_the_gateway_refuses_fails_permanently_after_one_attempt() {
     let job = unique("refused_push");
     let journal = FileJournal::new();
     let gateway = PushgatewayClient::builder(gateway_url())
+        .ssrf_policy(
+            replaysafe_metrics::SsrfPolicy::default()
+                .allow("127.0.0.0/8")
+                .unwrap(),
+        )
         .build_guarded(journal.journal.clone())
         .unwrap()
         .with_retry(RetryPolicy::default().with_max_attempts(3));
@@ -217,6 +242,11 @@ async fn a_push_the_gateway_refuses_fails_permanently_after_one_attempt() {
 fn the_basic_auth_password_stays_out_of_debug_output() {
     let canary = "pgw-canary-5d1c09";
     let guard = PushgatewayClient::builder("http://127.0.0.1:9")
+        .ssrf_policy(
+            replaysafe_metrics::SsrfPolicy::default()
+                .allow("127.0.0.0/8")
+                .unwrap(),
+        )
         .basic_auth("pusher", SecretString::from(canary))
         .build_guarded(replaysafe_core::MemoryJournal::new())
         .unwrap();

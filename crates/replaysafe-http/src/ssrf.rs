@@ -1,6 +1,7 @@
 //! The SSRF guard: endpoints from configuration must not reach internal services.
 //!
-//! Public so that other HTTP adapters can put the same guard on their own reqwest clients.
+//! Every HTTP adapter builds its client through [`crate::HttpClient`], which puts this
+//! guard on it.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -27,7 +28,7 @@ use url::{Host, Url};
 /// An explicit allow-list opens specific hosts or networks:
 ///
 /// ```
-/// use replaysafe_webhook::{IpNetwork, SsrfPolicy};
+/// use replaysafe_http::{IpNetwork, SsrfPolicy};
 ///
 /// let policy = SsrfPolicy::default()
 ///     .allow_host("airflow.internal")
@@ -69,7 +70,7 @@ impl SsrfPolicy {
     /// malformed network (`10.0.0.0/33`), a wildcard, a URL, an empty entry.
     ///
     /// ```
-    /// use replaysafe_webhook::SsrfPolicy;
+    /// use replaysafe_http::SsrfPolicy;
     ///
     /// let policy = SsrfPolicy::default().allow("127.0.0.0/8")?.allow("airflow.internal")?;
     /// assert!(policy.check("anything.example", "127.0.0.9".parse()?).is_ok());
@@ -314,7 +315,7 @@ impl AddressClass {
     /// The class of `address`, or `None` for a globally reachable address.
     ///
     /// ```
-    /// use replaysafe_webhook::AddressClass;
+    /// use replaysafe_http::AddressClass;
     /// assert_eq!(AddressClass::of("169.254.169.254".parse()?), Some(AddressClass::LinkLocal));
     /// assert_eq!(AddressClass::of("::ffff:127.0.0.1".parse()?), Some(AddressClass::Ipv4Mapped));
     /// assert_eq!(AddressClass::of("1.1.1.1".parse()?), None);

@@ -1,6 +1,6 @@
 //! How an HTTP response is classified: success, worth retrying, or final.
 //!
-//! Public so that other HTTP adapters (alerting receivers, say) classify the same way.
+//! Every HTTP adapter classifies this way, through [`crate::HttpClient`].
 
 use std::time::{Duration, SystemTime};
 
@@ -67,7 +67,7 @@ impl ResponseClass {
 /// ```
 /// use reqwest::StatusCode;
 /// use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
-/// use replaysafe_webhook::{classify_status, ResponseClass};
+/// use replaysafe_http::{classify_status, ResponseClass};
 /// use std::time::Duration;
 ///
 /// let mut headers = HeaderMap::new();
@@ -116,7 +116,7 @@ fn classify(
 ///
 /// ```
 /// use std::time::{Duration, SystemTime, UNIX_EPOCH};
-/// use replaysafe_webhook::parse_retry_after;
+/// use replaysafe_http::parse_retry_after;
 ///
 /// let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
 /// assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
@@ -210,44 +210,4 @@ mod tests {
             ResponseClass::Transient { retry_after: None }
         );
     }
-}
-
-/// A request that got no HTTP answer, described for an error message.
-///
-/// Public so that other HTTP adapters describe and classify such failures alike.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct TransportFailure {
-    /// What went wrong, for a message: `timed out`, `connection failed: …`, or the root cause.
-    pub cause: String,
-    /// Whether trying again may help: everything but a request that could not be built.
-    pub transient: bool,
-    /// The error, with its URL removed (a URL may hold a secret).
-    pub error: reqwest::Error,
-}
-
-/// Describes a reqwest failure without its URL: timeouts and connection errors are
-/// transient, as is any other failure on the way; a request that could not be built is not.
-pub fn transport_failure(error: reqwest::Error) -> TransportFailure {
-    let error = error.without_url();
-    let cause = if error.is_timeout() {
-        "timed out".to_owned()
-    } else if error.is_connect() {
-        format!("connection failed: {}", root_cause(&error))
-    } else {
-        root_cause(&error)
-    };
-    TransportFailure {
-        cause,
-        transient: !error.is_builder(),
-        error,
-    }
-}
-
-fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut current = error;
-    while let Some(next) = current.source() {
-        current = next;
-    }
-    current.to_string()
 }

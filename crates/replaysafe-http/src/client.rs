@@ -1,0 +1,371 @@
+//! The one way an HTTP adapter gets a client: SSRF guard, no redirects, no proxy, timeouts.
+
+use std::fmt;
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use secrecy::{ExposeSecret, SecretString};
+
+use crate::{Endpoint, Error, ResponseClass, SsrfPolicy, classify_status};
+
+/// The default timeout of one attempt, connection included.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How much of an answer's body is read before it is dropped (so the connection can be
+/// reused), and the most of an error answer's body that is read for its message.
+const DRAIN_LIMIT: usize = 64 * 1024;
+const DETAIL_CHARS: usize = 200;
+
+/// Headers no configuration may set: the transport owns them.
+const ALWAYS_RESERVED: [&str; 3] = ["content-length", "host", "transfer-encoding"];
+
+/// Configures an [`HttpClient`]. Defaults: a 15 s timeout, the default [`SsrfPolicy`]
+/// (internal addresses refused), no extra headers.
+///
+/// ```
+/// use replaysafe_http::{HttpClient, SsrfPolicy};
+/// use secrecy::SecretString;
+///
+/// let client = HttpClient::builder("replaysafe-alert")
+///     .timeout(std::time::Duration::from_secs(10))
+///     .ssrf_policy(SsrfPolicy::default().allow("127.0.0.0/8")?)
+///     .bearer_token(SecretString::from("canary-token"))
+///     .build()?;
+/// assert!(!format!("{client:?}").contains("canary"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct HttpClientBuilder {
+    user_agent: String,
+    timeout: Duration,
+    ssrf: SsrfPolicy,
+    headers: Vec<(String, HeaderText)>,
+    reserved: Vec<&'static str>,
+}
+
+enum HeaderText {
+    Plain(String),
+    Secret(SecretString),
+}
+
+impl fmt::Debug for HttpClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpClientBuilder")
+            .field("user_agent", &self.user_agent)
+            .field("timeout", &self.timeout)
+            .field("ssrf", &self.ssrf)
+            .field("headers", &header_names(&self.headers))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Header names for `Debug`, secret ones marked: `authorization (secret)`.
+fn header_names(headers: &[(String, HeaderText)]) -> Vec<String> {
+    headers
+        .iter()
+        .map(|(name, value)| match value {
+            HeaderText::Plain(_) => name.trim().to_ascii_lowercase(),
+            HeaderText::Secret(_) => format!("{} (secret)", name.trim().to_ascii_lowercase()),
+        })
+        .collect()
+}
+
+impl HttpClientBuilder {
+    /// The timeout of one attempt, connection included (default 15 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Replaces the SSRF policy (default: internal addresses refused).
+    pub fn ssrf_policy(mut self, policy: SsrfPolicy) -> Self {
+        self.ssrf = policy;
+        self
+    }
+
+    /// A header sent on every request; its value is not a secret.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers
+            .push((name.to_owned(), HeaderText::Plain(value.to_owned())));
+        self
+    }
+
+    /// A header whose value is a secret: marked sensitive, never printed or put in an error.
+    pub fn secret_header(mut self, name: &str, value: SecretString) -> Self {
+        self.headers
+            .push((name.to_owned(), HeaderText::Secret(value)));
+        self
+    }
+
+    /// `Authorization: Bearer <token>`, kept secret.
+    pub fn bearer_token(self, token: SecretString) -> Self {
+        let value = format!("Bearer {}", token.expose_secret().trim());
+        self.secret_header(AUTHORIZATION.as_str(), value.into())
+    }
+
+    /// `Authorization: Basic …`, the password kept secret.
+    pub fn basic_auth(self, username: &str, password: SecretString) -> Self {
+        let credentials = format!("{username}:{}", password.expose_secret());
+        let value = format!("Basic {}", BASE64.encode(credentials));
+        self.secret_header(AUTHORIZATION.as_str(), value.into())
+    }
+
+    /// Header names the adapter sets on every request itself (`idempotency-key`, say),
+    /// which configuration may not set; names are lower case.
+    pub fn reserve_headers(mut self, names: &[&'static str]) -> Self {
+        self.reserved.extend_from_slice(names);
+        self
+    }
+
+    /// Checks the configuration and builds the client; errors name the field
+    /// (`timeout`, `header`) and never quote a secret.
+    pub fn build(self) -> Result<HttpClient, Error> {
+        if self.timeout.is_zero() {
+            return Err(Error::config("timeout", "must be longer than zero"));
+        }
+        let names = header_names(&self.headers);
+        let mut headers = HeaderMap::new();
+        for (name, value) in self.headers {
+            let header = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
+                Error::config("header", format!("{name:?} is not a valid header name"))
+            })?;
+            let reserved = ALWAYS_RESERVED.iter().chain(&self.reserved);
+            if reserved.clone().any(|r| *r == header.as_str()) {
+                return Err(Error::config(
+                    "header",
+                    format!(
+                        "{header} is set by the client on every request and cannot be configured"
+                    ),
+                ));
+            }
+            let value = match value {
+                HeaderText::Plain(text) => HeaderValue::from_str(&text).map_err(|_| {
+                    Error::config(
+                        "header",
+                        format!("the value of {header} holds characters a header cannot carry (CR, LF, NUL or non-ASCII controls)"),
+                    )
+                })?,
+                HeaderText::Secret(secret) => {
+                    let mut value = HeaderValue::from_str(secret.expose_secret()).map_err(|_| {
+                        Error::config(
+                            "header",
+                            format!("the secret value of {header} holds characters a header cannot carry"),
+                        )
+                    })?;
+                    value.set_sensitive(true);
+                    value
+                }
+            };
+            if headers.contains_key(&header) {
+                return Err(Error::config(
+                    "header",
+                    format!("{header} is configured twice"),
+                ));
+            }
+            headers.insert(header, value);
+        }
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(self.timeout)
+            .connect_timeout(self.timeout)
+            .no_proxy()
+            .dns_resolver(self.ssrf.resolver())
+            .user_agent(self.user_agent)
+            .default_headers(headers)
+            .build()
+            .map_err(|error| {
+                Error::config(
+                    "client",
+                    format!("building the HTTP client: {}", error.without_url()),
+                )
+            })?;
+        Ok(HttpClient {
+            client,
+            ssrf: self.ssrf,
+            timeout: self.timeout,
+            header_names: names,
+        })
+    }
+}
+
+/// A reqwest client that every HTTP adapter shares the shape of: redirects never followed,
+/// no proxy, a timeout, and the [`SsrfPolicy`] checked on the address actually connected
+/// to (in the resolver for host names, before the request for IP literals).
+///
+/// [`HttpClient::send`] makes one attempt and classifies the answer with
+/// [`classify_status`]; retries are the guard's job.
+#[derive(Clone)]
+pub struct HttpClient {
+    client: reqwest::Client,
+    ssrf: SsrfPolicy,
+    timeout: Duration,
+    header_names: Vec<String>,
+}
+
+impl fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpClient")
+            .field("timeout", &self.timeout)
+            .field("headers", &self.header_names)
+            .field("ssrf", &self.ssrf)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One attempt to make with [`HttpClient::send`].
+#[derive(Debug)]
+pub struct Call<'a> {
+    /// What is being done, for messages: `sending webhook to`.
+    pub action: &'a str,
+    /// Where to: the request's URL has this endpoint's host.
+    pub endpoint: &'a Endpoint,
+    /// The target as the journal shows it (after the redaction policy), for messages.
+    pub shown: &'a str,
+    /// Whether an error answer's body (200 characters at most, control characters
+    /// blanked) goes into the message; never for receivers that might echo a secret.
+    pub detail: bool,
+}
+
+impl HttpClient {
+    /// Starts configuring a client; `product` names the adapter in the `User-Agent`.
+    pub fn builder(product: &str) -> HttpClientBuilder {
+        HttpClientBuilder {
+            user_agent: format!("{product}/{}", env!("CARGO_PKG_VERSION")),
+            timeout: DEFAULT_TIMEOUT,
+            ssrf: SsrfPolicy::default(),
+            headers: Vec::new(),
+            reserved: Vec::new(),
+        }
+    }
+
+    /// A request to `endpoint`'s whole URL, for [`HttpClient::send`].
+    pub fn request(&self, method: reqwest::Method, endpoint: &Endpoint) -> reqwest::RequestBuilder {
+        self.client.request(method, endpoint.url().clone())
+    }
+
+    /// The SSRF policy in force.
+    pub fn ssrf_policy(&self) -> &SsrfPolicy {
+        &self.ssrf
+    }
+
+    /// Makes one attempt: checks the SSRF policy (for a host written as an IP literal;
+    /// the resolver checks names), sends, and returns a 2xx answer; any other answer, or
+    /// none, is a classified [`Error`] saying what `call` was doing.
+    pub async fn send(
+        &self,
+        call: Call<'_>,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, Error> {
+        self.ssrf
+            .check_url(call.endpoint.url())
+            .map_err(|refusal| Error::refused(call.action, call.shown, refusal))?;
+        let response = request
+            .send()
+            .await
+            .map_err(|error| Error::transport(call.action, call.shown, error))?;
+        let status = response.status();
+        let class = classify_status(status, response.headers());
+        if class == ResponseClass::Success {
+            return Ok(response);
+        }
+        let detail = if call.detail {
+            let body = read_limited(response).await;
+            let text: String = String::from_utf8_lossy(&body)
+                .trim()
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .take(DETAIL_CHARS)
+                .collect();
+            (!text.is_empty()).then_some(text)
+        } else {
+            drain(response).await;
+            None
+        };
+        Err(Error::from_status(
+            call.action,
+            call.shown,
+            status.as_u16(),
+            class,
+            detail,
+        ))
+    }
+}
+
+/// Reads and drops up to 64 KiB of an answer's body, so its connection can be reused.
+pub async fn drain(response: reqwest::Response) {
+    read_limited(response).await;
+}
+
+async fn read_limited(mut response: reqwest::Response) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < DRAIN_LIMIT {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_and_malformed_headers_are_refused() {
+        for (name, value) in [
+            ("Idempotency-Key", "x"),
+            ("Content-Length", "3"),
+            ("bad header", "x"),
+            ("x-ok", "line\r\nbreak"),
+        ] {
+            let error = HttpClient::builder("t")
+                .reserve_headers(&["idempotency-key"])
+                .header(name, value)
+                .build()
+                .unwrap_err();
+            assert_eq!(error.field(), Some("header"), "{name}");
+        }
+        let error = HttpClient::builder("t")
+            .secret_header("x-api-key", "canary\nvalue".into())
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(!error.contains("canary"), "{error}");
+        let error = HttpClient::builder("t")
+            .timeout(Duration::ZERO)
+            .build()
+            .unwrap_err();
+        assert_eq!(error.field(), Some("timeout"));
+    }
+
+    #[test]
+    fn debug_shows_header_names_not_values() {
+        let builder = HttpClient::builder("t")
+            .header("X-Team", "data-eng")
+            .bearer_token("canary-token".into());
+        let shown = format!("{builder:?}");
+        assert!(
+            shown.contains("x-team") && shown.contains("authorization (secret)"),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains("canary") && !shown.contains("data-eng"),
+            "{shown}"
+        );
+        let client = builder.build().unwrap();
+        let shown = format!("{client:?}");
+        assert!(
+            !shown.contains("canary") && !shown.contains("data-eng"),
+            "{shown}"
+        );
+        // Two authorization headers are a configuration error, not a silent override.
+        let error = HttpClient::builder("t")
+            .bearer_token("a".into())
+            .basic_auth("ana", "b".into())
+            .build()
+            .unwrap_err();
+        assert_eq!(error.field(), Some("header"));
+    }
+}

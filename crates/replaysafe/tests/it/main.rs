@@ -1,0 +1,3 @@
+//! Integration tests of the facade: properties that hold across adapters.
+
+mod ssrf;
