@@ -127,7 +127,7 @@ fn file_names(dir: &Path) -> anyhow::Result<BTreeSet<String>> {
     Ok(names)
 }
 
-/// Delivered, suppressed and failed records.
+/// Delivered, suppressed and failed records, and attempts begun.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct Counts {
     /// Delivered effects.
@@ -136,6 +136,8 @@ pub(crate) struct Counts {
     pub(crate) suppressed: u64,
     /// Failed attempts.
     pub(crate) failed: u64,
+    /// Attempts begun (`attempting` records).
+    pub(crate) attempting: u64,
 }
 
 impl Counts {
@@ -144,6 +146,8 @@ impl Counts {
             JournalDecision::Delivered => self.delivered += 1,
             JournalDecision::Suppressed => self.suppressed += 1,
             JournalDecision::Failed => self.failed += 1,
+            JournalDecision::Attempting => self.attempting += 1,
+            _ => {}
         }
     }
 }
@@ -290,7 +294,7 @@ impl Tally {
                         .push(format!("{kind} in {}", record.run_id));
                 }
             }
-            JournalDecision::Failed => {}
+            _ => {}
         }
         Ok(())
     }
