@@ -103,18 +103,25 @@ impl JsonlOptions {
 /// # drop((durable, power_safe)); std::fs::remove_dir_all(dir).unwrap();
 /// # Ok::<(), replaysafe_core::journal::JournalError>(())
 /// ```
-#[derive(Debug)]
 pub struct JsonlJournal {
     path: PathBuf,
     durability: Durability,
     state: Mutex<State>,
 }
 
-#[derive(Debug)]
 struct State {
     file: File,
     /// The line being written, or the buffered lines under [`Durability::Buffered`].
     bytes: Vec<u8>,
+}
+
+impl std::fmt::Debug for JsonlJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonlJournal")
+            .field("path", &self.path)
+            .field("durability", &self.durability)
+            .finish_non_exhaustive()
+    }
 }
 
 impl JsonlJournal {

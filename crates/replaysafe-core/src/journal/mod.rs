@@ -118,16 +118,22 @@ pub enum JournalDecision {
     /// Without a `delivered` or `failed` record for the attempt after it, the effect is
     /// in doubt: the receiver may or may not have it.
     Attempting,
+    /// A decision this version does not know, read from a newer writer's line (schema
+    /// version 1 adds decision values without a new version). Never written by this crate.
+    #[serde(other)]
+    Unknown,
 }
 
 impl JournalDecision {
-    /// `delivered`, `suppressed`, `failed` or `attempting`.
+    /// `delivered`, `suppressed`, `failed`, `attempting`, or `unknown` for a value read
+    /// from a newer writer.
     pub fn as_str(self) -> &'static str {
         match self {
             JournalDecision::Delivered => "delivered",
             JournalDecision::Suppressed => "suppressed",
             JournalDecision::Failed => "failed",
             JournalDecision::Attempting => "attempting",
+            JournalDecision::Unknown => "unknown",
         }
     }
 }

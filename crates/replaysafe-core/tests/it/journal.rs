@@ -468,3 +468,46 @@ fn reader_refuses_a_line_over_the_cap_without_holding_it() {
         assert_eq!(next.pipeline, "p", "reading goes on after the long line");
     }
 }
+
+#[test]
+fn reader_accepts_decision_values_it_does_not_know() {
+    use replaysafe_core::journal::JournalDecision;
+    let newer = VALID.replacen("\"suppressed\"", "\"cancelled\"", 1);
+    let record = JournalReader::new(Cursor::new(newer), "j.jsonl")
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.decision, JournalDecision::Unknown);
+    let attempting = VALID.replacen("\"suppressed\"", "\"attempting\"", 1);
+    let record = JournalReader::new(Cursor::new(attempting), "j.jsonl")
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.decision, JournalDecision::Attempting);
+}
+
+#[test]
+fn a_journal_shows_its_path_and_durability_in_debug_and_nothing_it_holds() {
+    use replaysafe_core::journal::Durability;
+    let dir = tempfile::tempdir().unwrap();
+    let journal = JsonlJournal::options()
+        .durability(Durability::Buffered)
+        .open(dir.path().join("j.jsonl"))
+        .unwrap();
+    let guard = Guard::new(RecordingClient::new(), journal);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(guard.send(
+            &contexts::backfill(),
+            &TestEffect::email("buffered@shop.example"),
+        ))
+        .unwrap();
+    let shown = format!("{:?}", guard.journal());
+    assert!(
+        shown.contains("j.jsonl") && shown.contains("Buffered"),
+        "{shown}"
+    );
+    assert!(!shown.contains("shop.example"), "{shown}");
+}
