@@ -69,6 +69,21 @@ fn version_advice(version: u64) -> String {
     }
 }
 
+/// serde's message with every control character shown as an escape: serde quotes the
+/// offending text, and a journal must not be able to drive the terminal that reads an error.
+fn visible(message: &str) -> String {
+    message
+        .chars()
+        .map(|c| {
+            if c.is_control() {
+                format!("\\u{{{:x}}}", u32::from(c))
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// Reads schema-1 records from JSON Lines, one at a time (memory stays flat).
 ///
 /// Unknown fields are accepted; blank lines are skipped. A line that is malformed, not
@@ -183,7 +198,7 @@ impl<R: BufRead> JournalReader<R> {
                 _ => Err(ReadError::Malformed {
                     path: self.name.clone(),
                     line: self.line_number,
-                    problem: error.to_string(),
+                    problem: visible(&error.to_string()),
                 }),
             },
         }

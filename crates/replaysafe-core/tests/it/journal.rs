@@ -511,3 +511,23 @@ fn a_journal_shows_its_path_and_durability_in_debug_and_nothing_it_holds() {
     );
     assert!(!shown.contains("shop.example"), "{shown}");
 }
+
+#[test]
+fn a_malformed_line_cannot_put_control_characters_in_the_error() {
+    let evil = VALID.replacen(
+        "\"attempt\":0",
+        "\"attempt\":\"\\u001b]0;pwned\\u0007\\u001b[2J\"",
+        1,
+    );
+    let err = JournalReader::new(Cursor::new(evil), "j.jsonl")
+        .next()
+        .unwrap()
+        .unwrap_err();
+    let shown = err.to_string();
+    assert!(
+        matches!(err, ReadError::Malformed { line: 1, .. }),
+        "{err:?}"
+    );
+    assert!(!shown.chars().any(char::is_control), "{shown:?}");
+    assert!(shown.contains("\\u{1b}]0;pwned\\u{7}"), "{shown}");
+}
