@@ -132,7 +132,7 @@ fn file_names(dir: &Path) -> anyhow::Result<BTreeSet<String>> {
     Ok(names)
 }
 
-/// Delivered, suppressed and failed records.
+/// Delivered, suppressed and failed records, and attempts begun.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct Counts {
     /// Delivered effects.
@@ -141,6 +141,8 @@ pub(crate) struct Counts {
     pub(crate) suppressed: u64,
     /// Failed attempts.
     pub(crate) failed: u64,
+    /// Attempts begun (`attempting` records).
+    pub(crate) attempting: u64,
 }
 
 impl Counts {
@@ -149,6 +151,8 @@ impl Counts {
             JournalDecision::Delivered => self.delivered += 1,
             JournalDecision::Suppressed => self.suppressed += 1,
             JournalDecision::Failed => self.failed += 1,
+            JournalDecision::Attempting => self.attempting += 1,
+            _ => {}
         }
     }
 }
@@ -295,7 +299,7 @@ impl Tally {
                         .push(format!("{kind} in {}", record.run_id));
                 }
             }
-            JournalDecision::Failed => {}
+            _ => {}
         }
         Ok(())
     }

@@ -1,14 +1,20 @@
 //! `replaysafe diff BASE NEW`: which effects differ between two journals, by idempotency key.
+//!
+//! Two journals differ when an effect is in only one of them, when its payload digest
+//! changed, or when its decision flipped: what happened to it in the base (delivered,
+//! suppressed, failed, in doubt) is not what happened to it in the new journal.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
 
+use replaysafe_core::journal::JournalDecision;
+
 use crate::input::{self, Progress};
 use crate::render::{Format, Table, time_text};
 
-/// What one journal says about one logical effect (its last line wins).
+/// What one journal says about one logical effect (its last line gives the description).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Effect {
     /// Idempotency key.
@@ -23,11 +29,37 @@ pub struct Effect {
     pub window_start: chrono::DateTime<chrono::Utc>,
     /// Payload digest.
     pub payload_sha256: String,
-    /// Last decision.
+    /// What happened to it: `delivered` when any line says so; else `in_doubt` when an
+    /// attempt began with no outcome after it; else `failed` when an attempt failed;
+    /// else `suppressed`.
     pub decision: String,
 }
 
-/// An effect whose payload changed.
+/// The decision of one effect, from all of its lines in one journal.
+#[derive(Debug, Default)]
+struct Lines {
+    effect: Option<Effect>,
+    delivered: bool,
+    failed: bool,
+    /// (run id, attempt) of `attempting` lines without their `failed` line yet.
+    open: Vec<(String, u32)>,
+}
+
+impl Lines {
+    fn decision(&self) -> &'static str {
+        if self.delivered {
+            "delivered"
+        } else if !self.open.is_empty() {
+            "in_doubt"
+        } else if self.failed {
+            "failed"
+        } else {
+            "suppressed"
+        }
+    }
+}
+
+/// An effect whose payload or decision changed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Changed {
     /// In the base journal.
@@ -45,14 +77,19 @@ pub struct Diff {
     pub only_in_base: Vec<Effect>,
     /// Effects in both whose payload digest differs.
     pub changed: Vec<Changed>,
-    /// Effects in both with the same payload.
+    /// Effects in both whose decision differs (suppressed in one, delivered in the other).
+    pub changed_decision: Vec<Changed>,
+    /// Effects in both with the same payload and the same decision.
     pub unchanged: u64,
 }
 
 impl Diff {
-    /// Whether the two journals describe the same effects with the same payloads.
+    /// Whether the two journals describe the same effects with the same payloads and decisions.
     pub fn is_empty(&self) -> bool {
-        self.only_in_new.is_empty() && self.only_in_base.is_empty() && self.changed.is_empty()
+        self.only_in_new.is_empty()
+            && self.only_in_base.is_empty()
+            && self.changed.is_empty()
+            && self.changed_decision.is_empty()
     }
 }
 
@@ -61,20 +98,44 @@ fn load(
     skip_invalid: bool,
     progress: &Progress,
 ) -> anyhow::Result<BTreeMap<String, Effect>> {
-    let mut effects = BTreeMap::new();
+    let mut effects: BTreeMap<String, Lines> = BTreeMap::new();
     input::for_each_record(path, skip_invalid, progress, |record| {
-        let effect = Effect {
+        let lines = effects
+            .entry(record.effect.idempotency_key.clone())
+            .or_default();
+        match record.decision {
+            JournalDecision::Delivered => lines.delivered = true,
+            JournalDecision::Failed => {
+                lines.failed = true;
+                let settled = lines.open.iter().rposition(|(run_id, attempt)| {
+                    *run_id == record.run_id && *attempt == record.attempt
+                });
+                if let Some(index) = settled {
+                    lines.open.remove(index);
+                }
+            }
+            JournalDecision::Attempting => lines.open.push((record.run_id.clone(), record.attempt)),
+            _ => {}
+        }
+        lines.effect = Some(Effect {
             key: record.effect.idempotency_key,
             kind: record.effect.kind,
             message_type: record.effect.message_type,
             target: record.effect.target,
             window_start: record.window.start,
             payload_sha256: record.effect.payload_sha256,
-            decision: record.decision.as_str().to_owned(),
-        };
-        effects.insert(effect.key.clone(), effect);
+            decision: String::new(),
+        });
     })?;
-    Ok(effects)
+    Ok(effects
+        .into_iter()
+        .filter_map(|(key, lines)| {
+            let decision = lines.decision();
+            let mut effect = lines.effect?;
+            effect.decision = decision.to_owned();
+            Some((key, effect))
+        })
+        .collect())
 }
 
 /// Compares two journals.
@@ -89,16 +150,27 @@ pub fn compare(
     progress.finish();
     let mut diff = Diff::default();
     for (key, before) in base {
-        match new.remove(&key) {
-            None => diff.only_in_base.push(before),
-            Some(after) if after.payload_sha256 != before.payload_sha256 => {
-                diff.changed.push(Changed {
-                    base: before,
-                    new: after,
-                })
-            }
-            Some(_) => diff.unchanged += 1,
+        let Some(after) = new.remove(&key) else {
+            diff.only_in_base.push(before);
+            continue;
+        };
+        let payload = after.payload_sha256 != before.payload_sha256;
+        let decision = after.decision != before.decision;
+        if !payload && !decision {
+            diff.unchanged += 1;
+            continue;
         }
+        let change = Changed {
+            base: before,
+            new: after,
+        };
+        if payload && decision {
+            diff.changed.push(change.clone());
+        } else if payload {
+            diff.changed.push(change);
+            continue;
+        }
+        diff.changed_decision.push(change);
     }
     diff.only_in_new = new.into_values().collect();
     let order = |e: &Effect| {
@@ -112,6 +184,7 @@ pub fn compare(
     diff.only_in_new.sort_by_key(order);
     diff.only_in_base.sort_by_key(order);
     diff.changed.sort_by_key(|c| order(&c.new));
+    diff.changed_decision.sort_by_key(|c| order(&c.new));
     Ok(diff)
 }
 
@@ -125,10 +198,11 @@ pub fn render(diff: &Diff, format: Format) -> String {
         out.push_str("## replaysafe diff\n\n");
     }
     out.push_str(&format!(
-        "{} only in new, {} only in base, {} changed payloads, {} unchanged\n",
+        "{} only in new, {} only in base, {} changed payloads, {} changed decisions, {} unchanged\n",
         diff.only_in_new.len(),
         diff.only_in_base.len(),
         diff.changed.len(),
+        diff.changed_decision.len(),
         diff.unchanged
     ));
     let effects_table = |title: &str, effects: &[Effect]| {
@@ -149,8 +223,8 @@ pub fn render(diff: &Diff, format: Format) -> String {
                 effect.message_type.clone(),
                 effect.target.clone(),
                 time_text(effect.window_start),
-                effect.decision.clone(),
-                effect.key[..effect.key.len().min(16)].to_owned(),
+                decision_text(&effect.decision).to_owned(),
+                prefix(&effect.key, 16).to_owned(),
             ]);
         }
         table.render(format)
@@ -181,12 +255,55 @@ pub fn render(diff: &Diff, format: Format) -> String {
                 change.new.message_type.clone(),
                 change.new.target.clone(),
                 time_text(change.new.window_start),
-                change.base.payload_sha256[..change.base.payload_sha256.len().min(12)].to_owned(),
-                change.new.payload_sha256[..change.new.payload_sha256.len().min(12)].to_owned(),
+                prefix(&change.base.payload_sha256, 12).to_owned(),
+                prefix(&change.new.payload_sha256, 12).to_owned(),
+            ]);
+        }
+        out.push('\n');
+        out.push_str(&table.render(format));
+    }
+    if !diff.changed_decision.is_empty() {
+        let mut table = Table::new(
+            "changed decisions",
+            [
+                "kind",
+                "message type",
+                "target",
+                "window start",
+                "base",
+                "new",
+                "key",
+            ],
+        );
+        for change in &diff.changed_decision {
+            table.row([
+                change.new.kind.clone(),
+                change.new.message_type.clone(),
+                change.new.target.clone(),
+                time_text(change.new.window_start),
+                decision_text(&change.base.decision).to_owned(),
+                decision_text(&change.new.decision).to_owned(),
+                prefix(&change.new.key, 16).to_owned(),
             ]);
         }
         out.push('\n');
         out.push_str(&table.render(format));
     }
     out
+}
+
+/// A decision in words: `in_doubt` reads "in doubt".
+fn decision_text(decision: &str) -> &str {
+    if decision == "in_doubt" {
+        "in doubt"
+    } else {
+        decision
+    }
+}
+
+/// The first `chars` characters of `text` (a key or digest from a journal, which need not be ASCII).
+fn prefix(text: &str, chars: usize) -> &str {
+    text.char_indices()
+        .nth(chars)
+        .map_or(text, |(index, _)| &text[..index])
 }

@@ -48,23 +48,62 @@ impl Progress {
     }
 }
 
-/// Calls `each` for every record of `path`; returns how many malformed lines were skipped.
+/// Lines `--skip-invalid` skipped.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Skipped {
+    /// How many.
+    pub count: u64,
+    /// The first [`Skipped::LISTED`] of them, `FILE:LINE (why)`.
+    pub lines: Vec<String>,
+}
+
+impl Skipped {
+    /// How many skipped lines are named; the rest are counted.
+    pub const LISTED: usize = 100;
+
+    fn add(&mut self, path: &str, line: u64, why: &str) {
+        self.count += 1;
+        if self.lines.len() < Self::LISTED {
+            self.lines.push(format!("{path}:{line} ({why})"));
+        }
+    }
+
+    /// Adds what another file skipped.
+    pub fn extend(&mut self, other: Skipped) {
+        self.count += other.count;
+        let room = Self::LISTED.saturating_sub(self.lines.len());
+        self.lines.extend(other.lines.into_iter().take(room));
+    }
+}
+
+/// Calls `each` for every record of `path`; returns the lines it skipped.
 ///
-/// A malformed line is an error naming the file and line unless `skip_invalid`; a line
-/// of a newer schema version is always an error.
+/// A malformed line, a line that is not UTF-8 and a line longer than
+/// [`MAX_LINE_BYTES`](replaysafe_core::journal::MAX_LINE_BYTES) are errors naming the
+/// file and line unless `skip_invalid`; a line of another schema version (newer, or 0)
+/// is always an error.
 pub fn for_each_record(
     path: &Path,
     skip_invalid: bool,
     progress: &Progress,
     mut each: impl FnMut(JournalRecord),
-) -> anyhow::Result<u64> {
+) -> anyhow::Result<Skipped> {
     let file = File::open(path).with_context(|| format!("opening journal {}", path.display()))?;
     let reader = BufReader::with_capacity(256 * 1024, progress.bar.wrap_read(file));
-    let mut skipped = 0;
-    for result in JournalReader::new(reader, path.display().to_string()) {
+    let mut skipped = Skipped::default();
+    let name = path.display().to_string();
+    for result in JournalReader::new(reader, name.clone()) {
         match result {
             Ok(record) => each(record),
-            Err(ReadError::Malformed { .. }) if skip_invalid => skipped += 1,
+            Err(ReadError::Malformed { line, .. }) if skip_invalid => {
+                skipped.add(&name, line, "malformed record")
+            }
+            Err(ReadError::InvalidUtf8 { line, .. }) if skip_invalid => {
+                skipped.add(&name, line, "not UTF-8")
+            }
+            Err(ReadError::LineTooLong { line, .. }) if skip_invalid => {
+                skipped.add(&name, line, "longer than 1 MiB")
+            }
             Err(error) => return Err(error.into()),
         }
     }

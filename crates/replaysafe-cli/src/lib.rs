@@ -6,7 +6,8 @@
 //! published and not an API, and may change in any release.
 //!
 //! Exit codes: 0 success (a suppressed `send` is a success), 1 a negative answer
-//! (`diff` found differences, `send` failed to deliver), 2 bad input or an I/O error.
+//! (`diff` found differences, `report --fail-on` found such an effect, `send` failed to
+//! deliver), 2 bad input or an I/O error.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]

@@ -7,7 +7,7 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use clap::{CommandFactory, Parser, Subcommand};
 use replaysafe_cli::render::Format;
-use replaysafe_cli::report::Breakdown;
+use replaysafe_cli::report::{Breakdown, FailOn};
 use replaysafe_cli::{context, diff, duration, input::Progress, plan, report, send};
 use replaysafe_core::{EffectKind, ReplayContext, RunKind, Window};
 
@@ -25,14 +25,15 @@ struct Cli {
 const EXIT_CODES: &str = "\
 Exit codes:
   0  success (for send: delivered or suppressed)
-  1  a negative answer: diff found differences, send failed to deliver
+  1  a negative answer: diff found differences, report --fail-on found such an effect,
+     send failed to deliver
   2  bad input, unreadable journal or another error";
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Summarise journals for reviewers: what each run or backfill delivered, suppressed and failed.
+    /// Summarise journals for reviewers: what each run or backfill delivered, suppressed and failed, and what is in doubt.
     #[command(
-        after_help = "Examples:\n  replaysafe report backfill.jsonl\n  replaysafe report --format markdown --by kind --by reason runs/*.jsonl > comment.md"
+        after_help = "An effect is in doubt when its delivery began (an attempting line) and no outcome is recorded after it.\n\nExit codes:\n  0  the report was printed (and --fail-on found nothing)\n  1  the report was printed and the journals hold an effect --fail-on names\n  2  bad input or an unreadable journal\n\nExamples:\n  replaysafe report backfill.jsonl\n  replaysafe report --format markdown --by kind --by reason runs/*.jsonl > comment.md\n  replaysafe report --fail-on delivered --fail-on in-doubt backfill.jsonl   # a CI gate"
     )]
     Report {
         /// Journal files (JSON Lines, schema 1).
@@ -44,11 +45,14 @@ enum Command {
         /// Breakdowns to show (repeatable); default: kind and reason.
         #[arg(long = "by", value_enum)]
         by: Vec<Breakdown>,
-        /// Count and skip malformed lines instead of failing on the first.
+        /// Skip invalid lines (malformed, not UTF-8, over 1 MiB) and name them, instead of failing on the first.
         #[arg(long)]
         skip_invalid: bool,
+        /// Exit 1, after printing the report, when the journals hold any such effect (repeatable).
+        #[arg(long = "fail-on", value_enum)]
+        fail_on: Vec<FailOn>,
     },
-    /// Compare two journals by idempotency key; exit 1 when they differ.
+    /// Compare two journals by idempotency key (payloads and decisions); exit 1 when they differ.
     #[command(
         after_help = "Examples:\n  replaysafe diff original.jsonl backfill-dry-run.jsonl\n  replaysafe diff --format json a.jsonl b.jsonl | jq .changed"
     )]
@@ -60,7 +64,7 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t)]
         format: Format,
-        /// Count and skip malformed lines instead of failing on the first.
+        /// Skip invalid lines (malformed, not UTF-8, over 1 MiB) instead of failing on the first.
         #[arg(long)]
         skip_invalid: bool,
     },
@@ -249,6 +253,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             format,
             by,
             skip_invalid,
+            fail_on,
         } => {
             let by = if by.is_empty() {
                 vec![Breakdown::Kind, Breakdown::Reason]
@@ -258,7 +263,15 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             let progress = Progress::for_files(&journals);
             let report = report::build(&journals, &by, skip_invalid, &progress)?;
             print!("{}", report::render(&report, format));
-            Ok(ExitCode::SUCCESS)
+            let failures = report.failures(&fail_on);
+            if failures.is_empty() {
+                return Ok(ExitCode::SUCCESS);
+            }
+            eprintln!(
+                "replaysafe: report --fail-on: the journals hold {}",
+                failures.join(", ")
+            );
+            Ok(ExitCode::from(1))
         }
         Command::Diff {
             base,

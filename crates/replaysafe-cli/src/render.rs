@@ -24,6 +24,54 @@ pub fn time_text(instant: DateTime<Utc>) -> String {
     }
 }
 
+/// A window as text: `start → end`, or the one time of an instant (`start == end`).
+pub fn window_text(start: DateTime<Utc>, end: DateTime<Utc>) -> String {
+    if start == end {
+        time_text(start)
+    } else {
+        format!("{} → {}", time_text(start), time_text(end))
+    }
+}
+
+/// Whether a character would act on a terminal or on the text around it rather than
+/// show: control characters (C0, DEL, C1) and the bidirectional overrides and isolates.
+fn is_unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Text from a journal made safe to print in `format`.
+///
+/// Every control character (a newline, an escape sequence's ESC) and every bidirectional
+/// override is shown as a visible escape such as `\u{1b}`, so nothing a journal holds can
+/// move the cursor, recolour a terminal or break a line. In Markdown, the characters that
+/// could end a table cell or make a link, an image, HTML or a code span (`\`, `` ` ``, `[`,
+/// `]`, `<`, `>`, `|`) are backslash-escaped as well; emphasis marks are left alone, as they
+/// only change how text looks. JSON needs neither: serde escapes it.
+pub fn escape(text: &str, format: Format) -> std::borrow::Cow<'_, str> {
+    let markdown = format == Format::Markdown;
+    let special = |c: char| {
+        is_unprintable(c) || (markdown && matches!(c, '\\' | '`' | '[' | ']' | '<' | '>' | '|'))
+    };
+    if !text.chars().any(special) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if is_unprintable(c) {
+            // `\u{..}` shows as typed in a terminal; in Markdown its backslash is doubled.
+            out.push_str(if markdown { "\\\\" } else { "\\" });
+            out.push_str(&format!("u{{{:x}}}", u32::from(c)));
+        } else if special(c) {
+            out.push('\\');
+            out.push(c);
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// A titled table rendered as text or Markdown.
 #[derive(Debug)]
 pub struct Table {
@@ -52,22 +100,20 @@ impl Table {
 
     /// Renders as a text table or a Markdown table.
     pub fn render(&self, format: Format) -> String {
+        let cells = |row: &[String]| -> Vec<String> {
+            row.iter()
+                .map(|cell| escape(cell, format).into_owned())
+                .collect()
+        };
         if format == Format::Markdown {
-            let escape = |cell: &str| cell.replace('|', "\\|");
             let mut out = format!(
                 "### {}\n\n| {} |\n|{}\n",
-                self.title,
-                self.header.join(" | "),
+                escape(&self.title, format),
+                cells(&self.header).join(" | "),
                 "---|".repeat(self.header.len())
             );
             for row in &self.rows {
-                out.push_str(&format!(
-                    "| {} |\n",
-                    row.iter()
-                        .map(|c| escape(c))
-                        .collect::<Vec<_>>()
-                        .join(" | ")
-                ));
+                out.push_str(&format!("| {} |\n", cells(row).join(" | ")));
             }
             return out;
         }
@@ -75,10 +121,10 @@ impl Table {
         table
             .load_preset(presets::UTF8_FULL_CONDENSED)
             .set_content_arrangement(ContentArrangement::Disabled);
-        table.set_header(&self.header);
+        table.set_header(cells(&self.header));
         for row in &self.rows {
-            table.add_row(row);
+            table.add_row(cells(row));
         }
-        format!("{}\n{table}\n", self.title)
+        format!("{}\n{table}\n", escape(&self.title, format))
     }
 }

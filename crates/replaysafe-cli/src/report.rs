@@ -1,7 +1,16 @@
 //! `replaysafe report`: what a run or a backfill delivered, suppressed and failed.
 //!
 //! The journal is read line by line; memory grows with the number of distinct
-//! groups, windows and targets, never with the number of lines.
+//! groups, windows and targets, and with the effects whose delivery is under way at a
+//! point of the journal, never with the number of lines.
+//!
+//! An effect is **in doubt** when a delivery attempt began (an `attempting` record) and
+//! no outcome for it follows: no `failed` record of the same run and attempt, and no
+//! `delivered` record of the same idempotency key from any run. A `delivered` record
+//! settles every earlier attempt of its key (the receiver has the effect, and the same
+//! key lets it drop a repeat); a `failed` record settles only its own attempt, so an
+//! attempt cut short in one run stays in doubt even when a later run's attempt fails.
+//! `suppressed` records settle nothing.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
@@ -11,8 +20,8 @@ use serde::Serialize;
 
 use replaysafe_core::journal::{JournalDecision, JournalRecord};
 
-use crate::input::{self, Progress};
-use crate::render::{Format, Table, time_text};
+use crate::input::{self, Progress, Skipped};
+use crate::render::{Format, Table, escape, time_text, window_text};
 
 /// What to break the report down by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum, Serialize)]
@@ -52,6 +61,8 @@ pub struct Counts {
     pub suppressed: u64,
     /// Failed attempts.
     pub failed: u64,
+    /// Attempts begun (`attempting` lines).
+    pub attempting: u64,
 }
 
 impl Counts {
@@ -60,6 +71,32 @@ impl Counts {
             JournalDecision::Delivered => self.delivered += 1,
             JournalDecision::Suppressed => self.suppressed += 1,
             JournalDecision::Failed => self.failed += 1,
+            JournalDecision::Attempting => self.attempting += 1,
+            // A decision this version does not know is counted nowhere.
+            _ => {}
+        }
+    }
+}
+
+/// What `--fail-on` can fail on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailOn {
+    /// Any delivered effect.
+    Delivered,
+    /// Any effect whose attempts failed and that was not delivered.
+    Failed,
+    /// Any effect in doubt: its delivery began and no outcome is recorded.
+    InDoubt,
+}
+
+impl FailOn {
+    /// The words for it, as the headline uses them.
+    pub fn words(self) -> &'static str {
+        match self {
+            FailOn::Delivered => "delivered",
+            FailOn::Failed => "failed",
+            FailOn::InDoubt => "in doubt",
         }
     }
 }
@@ -94,6 +131,8 @@ pub struct Group {
     pub failed: u64,
     /// Failed attempts, including those later retried successfully.
     pub failed_attempts: u64,
+    /// Effects in doubt: their delivery began and no outcome is recorded.
+    pub in_doubt: u64,
     /// The plain-words summary.
     pub headline: String,
 }
@@ -117,6 +156,33 @@ pub struct OptInDelivery {
     pub expires_at: DateTime<Utc>,
 }
 
+/// An effect whose delivery began and whose outcome is not recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct InDoubt {
+    /// Idempotency key: ask the receiver whether it has an effect with this key.
+    pub key: String,
+    /// Effect kind.
+    pub kind: String,
+    /// Message type.
+    pub message_type: String,
+    /// Target, as journaled (redacted).
+    pub target: String,
+    /// The run whose attempt has no outcome (the last one, when several have none).
+    pub run_id: String,
+    /// Its backfill, if any.
+    pub backfill_id: Option<String>,
+    /// Window start.
+    pub window_start: DateTime<Utc>,
+    /// Window end (equal to the start for an instant).
+    pub window_end: DateTime<Utc>,
+    /// The attempt without an outcome.
+    pub attempt: u32,
+    /// When it began.
+    pub began: DateTime<Utc>,
+    /// Attempts without an outcome, across runs.
+    pub open_attempts: u64,
+}
+
 /// The whole report.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Report {
@@ -124,8 +190,12 @@ pub struct Report {
     pub journals: Vec<String>,
     /// Records read.
     pub records: u64,
-    /// Malformed lines skipped (only with `--skip-invalid`).
+    /// Invalid lines skipped (only with `--skip-invalid`).
     pub skipped_invalid: u64,
+    /// The first of them, `FILE:LINE (why)`.
+    pub skipped_invalid_lines: Vec<String>,
+    /// Effects in doubt, in the order their last open attempt began.
+    pub in_doubt: Vec<InDoubt>,
     /// Per run or backfill.
     pub groups: Vec<Group>,
     /// Requested breakdowns, each value with its counts.
@@ -141,16 +211,30 @@ struct GroupState {
     delivered: u64,
     failed_attempts: u64,
     pending_failures: HashSet<String>,
+    in_doubt: u64,
+}
+
+type GroupKey = (&'static str, String);
+
+/// An attempt with no outcome yet.
+#[derive(Debug)]
+struct OpenAttempt {
+    /// As the report lists it.
+    effect: InDoubt,
+    group: GroupKey,
+    /// Where in the journals it began, to list effects in order.
+    order: u64,
 }
 
 /// Builds a report from records, one at a time.
 #[derive(Debug, Default)]
 pub struct Builder {
     by: Vec<Breakdown>,
-    order: Vec<(&'static str, String)>,
-    groups: HashMap<(&'static str, String), GroupState>,
+    order: Vec<GroupKey>,
+    groups: HashMap<GroupKey, GroupState>,
     breakdowns: BTreeMap<Breakdown, BTreeMap<String, Counts>>,
-    windows: BTreeMap<(DateTime<Utc>, DateTime<Utc>), Counts>,
+    /// Per idempotency key, its attempts without an outcome, oldest first.
+    open: HashMap<String, Vec<OpenAttempt>>,
     opt_in_deliveries: Vec<OptInDelivery>,
     records: u64,
 }
@@ -178,12 +262,38 @@ impl Builder {
         if !self.groups.contains_key(&group) {
             self.order.push(group.clone());
         }
-        let state = self.groups.entry(group).or_default();
+        let state = self.groups.entry(group.clone()).or_default();
         state
             .windows
             .insert((record.window.start, record.window.end));
         let key = &record.effect.idempotency_key;
         match record.decision {
+            JournalDecision::Attempting => {
+                let in_doubt = InDoubt {
+                    key: key.clone(),
+                    kind: record.effect.kind.clone(),
+                    message_type: record.effect.message_type.clone(),
+                    target: record.effect.target.clone(),
+                    run_id: record.run_id.clone(),
+                    backfill_id: record.backfill_id.clone(),
+                    window_start: record.window.start,
+                    window_end: record.window.end,
+                    attempt: record.attempt,
+                    began: record.ts,
+                    open_attempts: 0,
+                };
+                let attempt = OpenAttempt {
+                    effect: in_doubt,
+                    group,
+                    order: self.records,
+                };
+                match self.open.get_mut(key) {
+                    Some(open) => open.push(attempt),
+                    None => {
+                        self.open.insert(key.clone(), vec![attempt]);
+                    }
+                }
+            }
             JournalDecision::Suppressed => {
                 let (effects, targets) = state
                     .suppressed
@@ -197,13 +307,26 @@ impl Builder {
             JournalDecision::Delivered => {
                 state.delivered += 1;
                 state.pending_failures.remove(key);
+                self.open.remove(key);
             }
             JournalDecision::Failed => {
                 state.failed_attempts += 1;
                 if !state.pending_failures.contains(key) {
                     state.pending_failures.insert(key.clone());
                 }
+                if let Some(open) = self.open.get_mut(key) {
+                    let settled = open.iter().rposition(|open| {
+                        open.effect.run_id == record.run_id && open.effect.attempt == record.attempt
+                    });
+                    if let Some(index) = settled {
+                        open.remove(index);
+                    }
+                    if open.is_empty() {
+                        self.open.remove(key);
+                    }
+                }
             }
+            _ => {}
         }
 
         for breakdown in &self.by {
@@ -221,11 +344,7 @@ impl Builder {
                 Breakdown::Kind => count(&record.effect.kind),
                 Breakdown::MessageType => count(&record.effect.message_type),
                 Breakdown::Target => count(&record.effect.target),
-                Breakdown::Window => count(&format!(
-                    "{} → {}",
-                    time_text(record.window.start),
-                    time_text(record.window.end)
-                )),
+                Breakdown::Window => count(&window_text(record.window.start, record.window.end)),
                 Breakdown::Reason => {
                     for reason in &record.reasons {
                         count(reason);
@@ -250,13 +369,31 @@ impl Builder {
     }
 
     /// Finishes the report.
-    pub fn finish(mut self, journals: Vec<String>, skipped_invalid: u64) -> Report {
-        if let Some(table) = self.breakdowns.get_mut(&Breakdown::Window) {
-            for ((start, end), counts) in std::mem::take(&mut self.windows) {
-                table.insert(format!("{} → {}", time_text(start), time_text(end)), counts);
-            }
-        }
+    pub fn finish(self, journals: Vec<String>, skipped: Skipped) -> Report {
         let mut groups_state = self.groups;
+        // Each in-doubt effect is listed once, as its latest attempt without an outcome.
+        let mut open: Vec<OpenAttempt> = self
+            .open
+            .into_values()
+            .filter_map(|mut attempts| {
+                let count = attempts.len() as u64;
+                let mut last = attempts.pop()?;
+                last.effect.open_attempts = count;
+                Some(last)
+            })
+            .collect();
+        open.sort_by_key(|open| open.order);
+        let mut in_doubt = Vec::with_capacity(open.len());
+        for attempt in open {
+            // In doubt, not failed, in every group: an attempt may have reached the receiver.
+            for state in groups_state.values_mut() {
+                state.pending_failures.remove(&attempt.effect.key);
+            }
+            if let Some(state) = groups_state.get_mut(&attempt.group) {
+                state.in_doubt += 1;
+            }
+            in_doubt.push(attempt.effect);
+        }
         let groups = self
             .order
             .into_iter()
@@ -268,7 +405,9 @@ impl Builder {
         Report {
             journals,
             records: self.records,
-            skipped_invalid,
+            skipped_invalid: skipped.count,
+            skipped_invalid_lines: skipped.lines,
+            in_doubt,
             groups,
             breakdowns: self.breakdowns,
             opt_in_deliveries: self.opt_in_deliveries,
@@ -300,6 +439,7 @@ fn group(kind: &'static str, id: String, state: GroupState) -> Group {
         delivered: state.delivered,
         failed: state.pending_failures.len() as u64,
         failed_attempts: state.failed_attempts,
+        in_doubt: state.in_doubt,
         headline: String::new(),
     };
     group.headline = headline(&group);
@@ -343,7 +483,7 @@ fn plural(count: u64, one: &str, many: &str) -> String {
 
 fn headline(group: &Group) -> String {
     let range = match (group.first_start, group.last_end) {
-        (Some(start), Some(end)) => format!(", {} → {}", time_text(start), time_text(end)),
+        (Some(start), Some(end)) => format!(", {}", window_text(start, end)),
         _ => String::new(),
     };
     let mut kinds: Vec<&String> = group.would_have_sent.keys().collect();
@@ -377,13 +517,14 @@ fn headline(group: &Group) -> String {
         format!("would have sent {}", parts.join(", "))
     };
     format!(
-        "{} {} ({}{}): {would}; delivered {}; failed {}",
+        "{} {} ({}{}): {would}; delivered {}; failed {}; in doubt {}",
         group.kind,
         group.id,
         plural(group.windows, "window", "windows"),
         range,
         group.delivered,
-        group.failed
+        group.failed,
+        group.in_doubt
     )
 }
 
@@ -395,16 +536,44 @@ pub fn build(
     progress: &Progress,
 ) -> anyhow::Result<Report> {
     let mut builder = Builder::new(by);
-    let mut skipped = 0;
+    let mut skipped = Skipped::default();
     for path in journals {
-        skipped +=
-            input::for_each_record(path, skip_invalid, progress, |record| builder.add(record))?;
+        skipped.extend(input::for_each_record(
+            path,
+            skip_invalid,
+            progress,
+            |record| builder.add(record),
+        )?);
     }
     progress.finish();
     Ok(builder.finish(
         journals.iter().map(|p| p.display().to_string()).collect(),
         skipped,
     ))
+}
+
+impl Report {
+    /// How many effects `fail_on` matches: delivered lines, failed effects or effects in doubt.
+    pub fn count(&self, fail_on: FailOn) -> u64 {
+        match fail_on {
+            FailOn::Delivered => self.groups.iter().map(|g| g.delivered).sum(),
+            FailOn::Failed => self.groups.iter().map(|g| g.failed).sum(),
+            FailOn::InDoubt => self.in_doubt.len() as u64,
+        }
+    }
+
+    /// What of `fail_on` the journals hold, in words (`2 in doubt`); empty when nothing.
+    pub fn failures(&self, fail_on: &[FailOn]) -> Vec<String> {
+        let mut words = Vec::new();
+        for each in fail_on {
+            let count = self.count(*each);
+            let text = format!("{count} {}", each.words());
+            if count > 0 && !words.contains(&text) {
+                words.push(text);
+            }
+        }
+        words
+    }
 }
 
 /// Renders the report.
@@ -422,8 +591,44 @@ pub fn render(report: &Report, format: Format) -> String {
             }
             for group in &report.groups {
                 out.push_str(if format == Format::Markdown { "- " } else { "" });
-                out.push_str(&group.headline);
+                out.push_str(&escape(&group.headline, format));
                 out.push('\n');
+            }
+            if !report.in_doubt.is_empty() {
+                let mut table = Table::new(
+                    format!(
+                        "in doubt: {} delivery began and no outcome is recorded; ask the receiver by key before sending again",
+                        plural(
+                            report.in_doubt.len() as u64,
+                            "effect whose",
+                            "effects whose"
+                        )
+                    ),
+                    [
+                        "kind",
+                        "message type",
+                        "target",
+                        "window",
+                        "run",
+                        "attempt",
+                        "began",
+                        "key",
+                    ],
+                );
+                for effect in &report.in_doubt {
+                    table.row([
+                        effect.kind.clone(),
+                        effect.message_type.clone(),
+                        effect.target.clone(),
+                        window_text(effect.window_start, effect.window_end),
+                        effect.run_id.clone(),
+                        effect.attempt.to_string(),
+                        replaysafe_core::rfc3339(effect.began),
+                        effect.key.clone(),
+                    ]);
+                }
+                out.push('\n');
+                out.push_str(&table.render(format));
             }
             for (breakdown, values) in &report.breakdowns {
                 let mut table = Table::new(
@@ -474,9 +679,15 @@ pub fn render(report: &Report, format: Format) -> String {
                 out.push_str(&table.render(format));
             }
             if report.skipped_invalid > 0 {
+                let mut lines = report.skipped_invalid_lines.join(", ");
+                let unlisted = report.skipped_invalid - report.skipped_invalid_lines.len() as u64;
+                if unlisted > 0 {
+                    lines.push_str(&format!(" and {unlisted} more"));
+                }
                 out.push_str(&format!(
-                    "\nskipped {} invalid lines\n",
-                    report.skipped_invalid
+                    "\nskipped {}: {}\n",
+                    plural(report.skipped_invalid, "invalid line", "invalid lines"),
+                    escape(&lines, format)
                 ));
             }
             out

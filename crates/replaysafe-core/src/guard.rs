@@ -19,9 +19,15 @@ use crate::{
 /// - **suppresses**: the inner client is never called, a `tracing` event at info level with
 ///   target `replaysafe::suppressed` says "would have sent …", one `suppressed` record is
 ///   journaled, and `Ok(Outcome::Suppressed(..))` is returned; or
-/// - **delivers**: the inner client is called with the key; transient errors are retried
-///   under the [`RetryPolicy`] (a receiver's `Retry-After` wins over the computed delay),
-///   permanent ones are not; each attempt's result is journaled (`failed` or `delivered`).
+/// - **delivers**: before each attempt an `attempting` record is journaled and flushed
+///   (if that fails, nothing is sent and `send` returns [`SendError::Journal`]); the inner
+///   client is then called with the key; transient errors are retried under the
+///   [`RetryPolicy`] (a receiver's `Retry-After` wins over the computed delay), permanent
+///   ones are not; each attempt's result is journaled (`failed` or `delivered`) and
+///   flushed before `send` goes on or returns.
+///
+/// So a process killed in the middle of a delivery leaves an `attempting` record with no
+/// outcome after it: the effect is *in doubt*, and `replaysafe report` lists it.
 ///
 /// **Architecture Invariant:** the gate runs before any client I/O, so a suppressed
 /// effect touches nothing outside the process but the journal.
@@ -130,8 +136,10 @@ pub enum SendError<E: std::error::Error + 'static> {
         source: E,
     },
     /// The journal could not record the decision. When `delivered` is true the receiver
-    /// did get the effect; the journal is what is missing.
-    #[error("journaling a {} effect", if *.delivered { "delivered" } else { "suppressed or failed" })]
+    /// did get the effect; the journal is what is missing. When it is false the effect was
+    /// not delivered: in particular, when the `attempting` record before an attempt cannot
+    /// be written, the attempt is not made.
+    #[error("{}", if *.delivered { "journaling a delivered effect" } else { "journaling an effect that was not delivered" })]
     Journal {
         /// Whether the effect reached the receiver.
         delivered: bool,
@@ -310,6 +318,17 @@ impl<C: EffectClient> Guard<C> {
         let mut attempt = 0;
         loop {
             attempt += 1;
+            entry.ts = cx.now();
+            entry.attempt = attempt;
+            entry.decision = JournalDecision::Attempting;
+            // The record that the attempt began is out of the process before the attempt is.
+            self.journal
+                .append(&entry)
+                .and_then(|()| self.journal.flush())
+                .map_err(|source| SendError::Journal {
+                    delivered: false,
+                    source,
+                })?;
             let delivery = Delivery {
                 context: cx,
                 key: &key,
@@ -333,6 +352,7 @@ impl<C: EffectClient> Guard<C> {
                     );
                     self.journal
                         .append(&entry)
+                        .and_then(|()| self.journal.flush())
                         .map_err(|source| SendError::Journal {
                             delivered: true,
                             source,
@@ -364,6 +384,7 @@ impl<C: EffectClient> Guard<C> {
                     );
                     self.journal
                         .append(&failed)
+                        .and_then(|()| self.journal.flush())
                         .map_err(|source| SendError::Journal {
                             delivered: false,
                             source,

@@ -59,7 +59,8 @@
 //! let last_month = Window::new(now - TimeDelta::days(31), now - TimeDelta::days(30))?;
 //! let backfill = live.with_run_kind(RunKind::Backfill).with_window(last_month);
 //! assert!(printer.send(&backfill, &"hello".to_string()).await?.is_suppressed());
-//! assert_eq!(journal.len(), 2);
+//! // attempting + delivered for the first, suppressed for the second.
+//! assert_eq!(journal.len(), 3);
 //! # Ok(()) }
 //! ```
 //!

@@ -61,13 +61,16 @@ async fn a_live_trigger_reaches_pagerduty_with_the_idempotency_key_as_dedup_key(
         "2026-08-05T00:00:00Z/2026-08-06T00:00:00Z"
     );
     let records = journal.records();
-    assert_eq!(records.len(), 1);
-    assert_eq!(records[0].decision, JournalDecision::Delivered);
-    assert_eq!(records[0].effect.kind, "alert");
-    assert_eq!(records[0].effect.message_type, "orders_freshness");
-    assert_eq!(records[0].effect.target, "pagerduty:data-oncall");
+    let decisions: Vec<_> = records.iter().map(|r| r.decision).collect();
     assert_eq!(
-        records[0].effect.summary.as_deref(),
+        decisions,
+        [JournalDecision::Attempting, JournalDecision::Delivered]
+    );
+    assert_eq!(records[1].effect.kind, "alert");
+    assert_eq!(records[1].effect.message_type, "orders_freshness");
+    assert_eq!(records[1].effect.target, "pagerduty:data-oncall");
+    assert_eq!(
+        records[1].effect.summary.as_deref(),
         Some("trigger critical: orders for the window are 3 h late")
     );
 }
@@ -160,8 +163,11 @@ async fn a_429_is_retried_and_a_400_is_not() {
     assert_eq!(
         decisions,
         [
+            JournalDecision::Attempting,
             JournalDecision::Failed,
+            JournalDecision::Attempting,
             JournalDecision::Delivered,
+            JournalDecision::Attempting,
             JournalDecision::Failed
         ]
     );

@@ -78,7 +78,8 @@ async fn the_routing_key_and_the_slack_url_appear_in_no_journal_or_log_line() {
         .unwrap_err();
 
     let journal_text = journal.text();
-    assert_eq!(journal_text.lines().count(), 17, "{journal_text}");
+    // 17 decisions, and an `attempting` line before each of the 7 delivery attempts.
+    assert_eq!(journal_text.lines().count(), 24, "{journal_text}");
     let logs_text = logs.text();
     assert!(
         logs_text.contains("would have sent"),

@@ -59,10 +59,11 @@ async fn a_live_message_reaches_the_webhook_with_text_and_blocks() {
     );
     assert!(requests[1].body.get("blocks").is_none());
     let records = journal.records();
-    assert_eq!(records[0].decision, JournalDecision::Delivered);
-    assert_eq!(records[0].effect.kind, "alert");
-    assert_eq!(records[0].effect.target, "slack:#data-alerts");
-    assert_eq!(records[0].effect.message_type, "orders_freshness");
+    assert_eq!(records[0].decision, JournalDecision::Attempting);
+    assert_eq!(records[1].decision, JournalDecision::Delivered);
+    assert_eq!(records[1].effect.kind, "alert");
+    assert_eq!(records[1].effect.target, "slack:#data-alerts");
+    assert_eq!(records[1].effect.message_type, "orders_freshness");
 }
 
 #[tokio::test]

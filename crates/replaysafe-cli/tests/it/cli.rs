@@ -77,7 +77,14 @@ fn malformed_lines_name_file_and_line_or_are_counted() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    assert!(String::from_utf8_lossy(&output.stdout).contains("skipped 1 invalid lines"));
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains(&format!(
+            "skipped 1 invalid line: {}:4 (malformed record)",
+            bad.display()
+        )),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! Integration tests of the `replaysafe` command line.
 
 mod cli;
+mod durable;
+mod review;
 mod send;
 mod snapshots;
 mod sources;

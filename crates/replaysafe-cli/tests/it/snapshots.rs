@@ -58,7 +58,7 @@ fn report_headline_reads_in_plain_words() {
     assert_eq!(
         backfill.headline,
         "backfill bf-test (5 windows, 2026-07-05 → 2026-07-10): would have sent 10 emails to 4 recipients, \
-         5 webhooks to 1 endpoint, 5 file drops; delivered 0; failed 0"
+         5 webhooks to 1 endpoint, 5 file drops; delivered 0; failed 0; in doubt 0"
     );
     let live = built.groups.iter().find(|g| g.kind == "run").unwrap();
     assert_eq!(live.delivered, 5);
@@ -76,9 +76,18 @@ fn diff_formats() {
         (
             found.only_in_new.len(),
             found.only_in_base.len(),
-            found.changed.len()
+            found.changed.len(),
+            found.changed_decision.len(),
         ),
-        (1, 1, 2)
+        (1, 1, 2, 10),
+        "the base's emails were delivered by opt-in, the new journal's suppressed"
+    );
+    assert!(
+        found
+            .changed_decision
+            .iter()
+            .all(|c| (c.base.decision.as_str(), c.new.decision.as_str())
+                == ("delivered", "suppressed"))
     );
     for (format, format_name) in FORMATS {
         insta::assert_snapshot!(format!("diff_{format_name}"), diff::render(&found, format));

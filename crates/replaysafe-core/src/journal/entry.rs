@@ -15,7 +15,7 @@ use crate::Reason;
 pub struct JournalEntry<'a> {
     /// When the decision was made.
     pub ts: DateTime<Utc>,
-    /// Delivered, suppressed or failed.
+    /// Delivered, suppressed, failed or attempting.
     pub decision: JournalDecision,
     /// The reasons.
     pub reasons: EntryReasons<'a>,

@@ -15,8 +15,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 pub use entry::{EntryReasons, EntryTime, JournalEntry};
-pub use file::JsonlJournal;
-pub use reader::{JournalReader, ReadError};
+pub use file::{Durability, JsonlJournal, JsonlOptions};
+pub use reader::{JournalReader, MAX_LINE_BYTES, ReadError};
 pub use sinks::{MemoryJournal, NoopJournal, TracingJournal};
 
 use crate::{Decision, EffectDescription, IdempotencyKey, OptIn, RedactionPolicy, ReplayContext};
@@ -33,6 +33,11 @@ pub trait Journal: Send + Sync + fmt::Debug {
     fn append(&self, entry: &JournalEntry<'_>) -> Result<(), JournalError>;
 
     /// Pushes buffered records to their destination.
+    ///
+    /// [`Guard`](crate::Guard) calls it after every record about a delivery (`attempting`,
+    /// `delivered`, `failed`) and before it goes on, so a sink that buffers still has
+    /// those records out of the process before the delivery starts and before `send`
+    /// returns. A sink that writes every record through at once does nothing here.
     fn flush(&self) -> Result<(), JournalError> {
         Ok(())
     }
@@ -96,8 +101,12 @@ impl JournalError {
 }
 
 /// What happened to an effect.
+///
+/// New values are additive within schema version 1 and documented before they are
+/// written; a match over this type should keep a wildcard arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum JournalDecision {
     /// The receiver accepted it.
     Delivered,
@@ -105,15 +114,26 @@ pub enum JournalDecision {
     Suppressed,
     /// A delivery attempt failed (one record per failed attempt).
     Failed,
+    /// A delivery attempt is about to start (one record per attempt, written before it).
+    /// Without a `delivered` or `failed` record for the attempt after it, the effect is
+    /// in doubt: the receiver may or may not have it.
+    Attempting,
+    /// A decision this version does not know, read from a newer writer's line (schema
+    /// version 1 adds decision values without a new version). Never written by this crate.
+    #[serde(other)]
+    Unknown,
 }
 
 impl JournalDecision {
-    /// `delivered`, `suppressed` or `failed`.
+    /// `delivered`, `suppressed`, `failed`, `attempting`, or `unknown` for a value read
+    /// from a newer writer.
     pub fn as_str(self) -> &'static str {
         match self {
             JournalDecision::Delivered => "delivered",
             JournalDecision::Suppressed => "suppressed",
             JournalDecision::Failed => "failed",
+            JournalDecision::Attempting => "attempting",
+            JournalDecision::Unknown => "unknown",
         }
     }
 }
@@ -129,7 +149,7 @@ pub struct JournalRecord {
     /// When the decision was made.
     #[serde(with = "rfc3339")]
     pub ts: DateTime<Utc>,
-    /// Delivered, suppressed or failed.
+    /// Delivered, suppressed, failed or attempting.
     pub decision: JournalDecision,
     /// Snake_case reasons (`replay_run`, `stale_window`, ...).
     pub reasons: Vec<String>,
@@ -147,21 +167,29 @@ pub struct JournalRecord {
     pub effect: RecordEffect,
     /// The opt-in that enabled delivery, or that had expired.
     pub opt_in: Option<RecordOptIn>,
-    /// Delivery attempt, from 1; 0 when suppressed.
+    /// Delivery attempt, from 1 (`attempting`, `failed`, `delivered`); 0 when suppressed.
     pub attempt: u32,
     /// What went wrong, for failed attempts.
     pub error: Option<String>,
 }
 
 /// The window of a record. Not validated on read: a journal is evidence, even when odd.
+/// An instant run has `start == end`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordWindow {
     /// Inclusive start.
     #[serde(with = "rfc3339")]
     pub start: DateTime<Utc>,
-    /// Exclusive end.
+    /// Exclusive end (equal to `start` for an instant).
     #[serde(with = "rfc3339")]
     pub end: DateTime<Utc>,
+}
+
+impl RecordWindow {
+    /// Whether the window is an instant (`start == end`).
+    pub fn is_instant(&self) -> bool {
+        self.start == self.end
+    }
 }
 
 /// The effect of a record.

@@ -4,6 +4,10 @@ use std::path::Path;
 
 use super::{JournalRecord, SCHEMA_VERSION};
 
+/// The longest line [`JournalReader`] reads: 1 MiB. A longer line is an error naming it
+/// ([`ReadError::LineTooLong`]); the reader skips its bytes without holding them.
+pub const MAX_LINE_BYTES: usize = 1024 * 1024;
+
 /// A journal line that could not be read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -27,10 +31,26 @@ pub enum ReadError {
         /// What serde said.
         problem: String,
     },
-    /// A line from a newer writer.
-    #[error(
-        "{path}:{line}: journal schema version {version} is newer than this reader (version {SCHEMA_VERSION}); upgrade replaysafe"
-    )]
+    /// A line is not UTF-8.
+    #[error("{path}:{line}: journal line is not valid UTF-8")]
+    InvalidUtf8 {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: u64,
+    },
+    /// A line is longer than [`MAX_LINE_BYTES`].
+    #[error("{path}:{line}: journal line is longer than {limit} bytes")]
+    LineTooLong {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: u64,
+        /// The limit, [`MAX_LINE_BYTES`].
+        limit: usize,
+    },
+    /// A line of a schema version this reader does not read: a newer one, or `0`.
+    #[error("{path}:{line}: journal schema version {version} {}", version_advice(*.version))]
     UnsupportedVersion {
         /// The file.
         path: String,
@@ -41,16 +61,40 @@ pub enum ReadError {
     },
 }
 
+fn version_advice(version: u64) -> String {
+    if version > u64::from(SCHEMA_VERSION) {
+        format!("is newer than this reader (version {SCHEMA_VERSION}); upgrade replaysafe")
+    } else {
+        format!("is not a version this reader knows (it reads version {SCHEMA_VERSION})")
+    }
+}
+
+/// serde's message with every control character shown as an escape: serde quotes the
+/// offending text, and a journal must not be able to drive the terminal that reads an error.
+fn visible(message: &str) -> String {
+    message
+        .chars()
+        .map(|c| {
+            if c.is_control() {
+                format!("\\u{{{:x}}}", u32::from(c))
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// Reads schema-1 records from JSON Lines, one at a time (memory stays flat).
 ///
-/// Unknown fields are accepted; blank lines are skipped; a malformed line is an error
-/// naming its line number, after which reading may continue.
+/// Unknown fields are accepted; blank lines are skipped. A line that is malformed, not
+/// UTF-8, longer than [`MAX_LINE_BYTES`] or of another schema version is an error naming
+/// its line number, after which reading may continue with the next line.
 #[derive(Debug)]
 pub struct JournalReader<R> {
     input: R,
     name: String,
     line_number: u64,
-    buffer: String,
+    buffer: Vec<u8>,
 }
 
 impl JournalReader<BufReader<File>> {
@@ -68,6 +112,16 @@ impl JournalReader<BufReader<File>> {
     }
 }
 
+/// What [`JournalReader::read_line`] found.
+enum Line {
+    /// The end of the input.
+    End,
+    /// A line, in the buffer, without its newline.
+    Complete,
+    /// A line longer than the limit; its bytes were skipped.
+    TooLong,
+}
+
 impl<R: BufRead> JournalReader<R> {
     /// Reads from `input`; `name` is used in error messages.
     pub fn new(input: R, name: impl Into<String>) -> Self {
@@ -75,7 +129,7 @@ impl<R: BufRead> JournalReader<R> {
             input,
             name: name.into(),
             line_number: 0,
-            buffer: String::new(),
+            buffer: Vec::new(),
         }
     }
 
@@ -84,32 +138,67 @@ impl<R: BufRead> JournalReader<R> {
         self.line_number
     }
 
+    /// Reads the next line into the buffer, holding at most [`MAX_LINE_BYTES`] of it.
+    fn read_line(&mut self) -> std::io::Result<Line> {
+        self.buffer.clear();
+        let mut seen = false;
+        let mut too_long = false;
+        loop {
+            let available = match self.input.fill_buf() {
+                Ok(bytes) => bytes,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(error) => return Err(error),
+            };
+            if available.is_empty() {
+                break;
+            }
+            seen = true;
+            let (take, ends) = match available.iter().position(|&b| b == b'\n') {
+                Some(index) => (index + 1, true),
+                None => (available.len(), false),
+            };
+            let content = &available[..if ends { take - 1 } else { take }];
+            if !too_long {
+                if self.buffer.len() + content.len() > MAX_LINE_BYTES {
+                    too_long = true;
+                    self.buffer = Vec::new();
+                } else {
+                    self.buffer.extend_from_slice(content);
+                }
+            }
+            self.input.consume(take);
+            if ends {
+                break;
+            }
+        }
+        Ok(match (seen, too_long) {
+            (false, _) => Line::End,
+            (true, true) => Line::TooLong,
+            (true, false) => Line::Complete,
+        })
+    }
+
     fn parse(&self, text: &str) -> Result<JournalRecord, ReadError> {
         #[derive(serde::Deserialize)]
         struct Version {
             v: Option<u64>,
         }
+        let unsupported = |version: u64| ReadError::UnsupportedVersion {
+            path: self.name.clone(),
+            line: self.line_number,
+            version,
+        };
         match serde_json::from_str::<JournalRecord>(text) {
-            Ok(record) if u64::from(record.v) > u64::from(SCHEMA_VERSION) => {
-                Err(ReadError::UnsupportedVersion {
-                    path: self.name.clone(),
-                    line: self.line_number,
-                    version: u64::from(record.v),
-                })
-            }
+            Ok(record) if record.v != SCHEMA_VERSION => Err(unsupported(u64::from(record.v))),
             Ok(record) => Ok(record),
             Err(error) => match serde_json::from_str::<Version>(text) {
-                Ok(Version { v: Some(version) }) if version > u64::from(SCHEMA_VERSION) => {
-                    Err(ReadError::UnsupportedVersion {
-                        path: self.name.clone(),
-                        line: self.line_number,
-                        version,
-                    })
+                Ok(Version { v: Some(version) }) if version != u64::from(SCHEMA_VERSION) => {
+                    Err(unsupported(version))
                 }
                 _ => Err(ReadError::Malformed {
                     path: self.name.clone(),
                     line: self.line_number,
-                    problem: error.to_string(),
+                    problem: visible(&error.to_string()),
                 }),
             },
         }
@@ -121,22 +210,38 @@ impl<R: BufRead> Iterator for JournalReader<R> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            self.buffer.clear();
-            match self.input.read_line(&mut self.buffer) {
-                Ok(0) => return None,
-                Ok(_) => {
-                    self.line_number += 1;
-                    let text = self.buffer.trim();
-                    if text.is_empty() {
-                        continue;
-                    }
-                    return Some(self.parse(text));
-                }
+            let line = match self.read_line() {
+                Ok(line) => line,
                 Err(source) => {
                     return Some(Err(ReadError::Io {
                         path: self.name.clone(),
                         source,
                     }));
+                }
+            };
+            match line {
+                Line::End => return None,
+                Line::TooLong => {
+                    self.line_number += 1;
+                    return Some(Err(ReadError::LineTooLong {
+                        path: self.name.clone(),
+                        line: self.line_number,
+                        limit: MAX_LINE_BYTES,
+                    }));
+                }
+                Line::Complete => {
+                    self.line_number += 1;
+                    let Ok(text) = std::str::from_utf8(&self.buffer) else {
+                        return Some(Err(ReadError::InvalidUtf8 {
+                            path: self.name.clone(),
+                            line: self.line_number,
+                        }));
+                    };
+                    let text = text.trim();
+                    if text.is_empty() {
+                        continue;
+                    }
+                    return Some(self.parse(text));
                 }
             }
         }

@@ -71,16 +71,21 @@ async fn live_delivery_passes_the_derived_key_once() {
     assert!(outcome.is_delivered());
     assert_eq!(outcome.key(), &expected);
     let records = journal.records();
-    assert_eq!(records.len(), 1);
-    assert_eq!(records[0].decision, JournalDecision::Delivered);
-    assert_eq!(records[0].attempt, 1);
-    assert_eq!(records[0].reasons, ["current_window"]);
-    assert_eq!(records[0].effect.idempotency_key, expected.as_str());
+    let decisions: Vec<_> = records.iter().map(|r| (r.decision, r.attempt)).collect();
     assert_eq!(
-        records[0].effect.summary.as_deref(),
-        Some("Your daily summary")
+        decisions,
+        [
+            (JournalDecision::Attempting, 1),
+            (JournalDecision::Delivered, 1)
+        ]
     );
-    assert_eq!(records[0].effect.payload_bytes, 5);
+    for record in &records {
+        assert_eq!(record.reasons, ["current_window"]);
+        assert_eq!(record.effect.idempotency_key, expected.as_str());
+        assert_eq!(record.effect.summary.as_deref(), Some("Your daily summary"));
+        assert_eq!(record.effect.payload_bytes, 5);
+        assert_eq!(record.error, None);
+    }
 }
 
 #[tokio::test]
@@ -118,13 +123,16 @@ async fn transient_errors_are_retried_up_to_the_limit() {
     assert_eq!(
         attempts,
         [
+            (JournalDecision::Attempting, 1),
             (JournalDecision::Failed, 1),
+            (JournalDecision::Attempting, 2),
             (JournalDecision::Failed, 2),
+            (JournalDecision::Attempting, 3),
             (JournalDecision::Failed, 3)
         ]
     );
     assert!(
-        journal.records()[0]
+        journal.records()[1]
             .error
             .as_deref()
             .unwrap()
@@ -156,7 +164,12 @@ async fn transient_then_success_is_delivered_once() {
     let decisions: Vec<_> = journal.records().iter().map(|r| r.decision).collect();
     assert_eq!(
         decisions,
-        [JournalDecision::Failed, JournalDecision::Delivered]
+        [
+            JournalDecision::Attempting,
+            JournalDecision::Failed,
+            JournalDecision::Attempting,
+            JournalDecision::Delivered
+        ]
     );
 }
 
@@ -261,7 +274,12 @@ async fn opt_in_delivery_is_journaled_with_the_opt_in() {
         .unwrap();
     assert!(outcome.is_delivered());
     assert_eq!(client.delivered().len(), 1);
-    let record = &journal.records()[0];
+    let records = journal.records();
+    assert_eq!(
+        records.iter().map(|r| r.decision).collect::<Vec<_>>(),
+        [JournalDecision::Attempting, JournalDecision::Delivered]
+    );
+    let record = &records[1];
     assert_eq!(record.reasons, ["replay_run", "stale_window", "opt_in"]);
     let opt_in = record.opt_in.as_ref().unwrap();
     assert_eq!(
@@ -283,7 +301,8 @@ async fn opt_in_delivery_is_journaled_with_the_opt_in() {
             .unwrap()
             .is_suppressed()
     );
-    let record = &journal.records()[1];
+    let record = &journal.records()[2];
+    assert_eq!(record.decision, JournalDecision::Suppressed);
     assert!(record.reasons.contains(&"opt_in_expired".to_owned()));
     assert_eq!(record.opt_in.as_ref().unwrap().reason, "too late");
     assert_eq!(client.delivered().len(), 1);
@@ -362,7 +381,11 @@ fn canary_secrets_reach_no_journal_and_no_log() {
 
     let journal = std::fs::read_to_string(&path).unwrap();
     let logs = logs.text();
-    assert_eq!(journal.lines().count(), 2);
+    assert_eq!(
+        journal.lines().count(),
+        3,
+        "attempting, delivered, suppressed"
+    );
     assert!(
         logs.contains(
             "would have sent webhook orders.published to https://partner.example/hooks/orders"
@@ -382,4 +405,135 @@ fn layer_shares_journal_and_policy() {
     let b = layer.layer(RecordingClient::new());
     assert!(Arc::ptr_eq(a.journal(), b.journal()));
     assert_eq!(a.retry_policy().max_attempts(), 1);
+}
+
+#[tokio::test]
+async fn an_unwritable_journal_sends_nothing() {
+    let mut mock = MockEffectClient::describing();
+    mock.expect_deliver_effect().times(0);
+    // /dev/full accepts the open and fails every write with "no space left on device".
+    let guard = Guard::new(mock, JsonlJournal::open("/dev/full").unwrap());
+    let err = guard.send(&contexts::live(), &effect()).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SendError::Journal {
+                delivered: false,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let chain = replaysafe_core::error_chain(&err);
+    assert!(
+        chain.starts_with("journaling an effect that was not delivered: writing journal /dev/full"),
+        "{chain}"
+    );
+}
+
+/// Reads the journal file at each delivery attempt: what had reached the OS by then.
+#[derive(Debug)]
+struct JournalPeek {
+    path: std::path::PathBuf,
+    fail_first: bool,
+    seen: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl EffectClient for JournalPeek {
+    type Effect = TestEffect;
+    type Receipt = ();
+    type Error = TestError;
+
+    fn describe(
+        &self,
+        _cx: &ReplayContext,
+        effect: &TestEffect,
+    ) -> Result<EffectDescription, TestError> {
+        effect.describe()
+    }
+
+    async fn deliver(
+        &self,
+        delivery: &Delivery<'_>,
+        _effect: &TestEffect,
+    ) -> Result<(), TestError> {
+        let text = std::fs::read_to_string(&self.path).unwrap();
+        self.seen.lock().unwrap().push(text);
+        if self.fail_first && delivery.attempt() == 1 {
+            return Err(TestError::Transient { retry_after: None });
+        }
+        Ok(())
+    }
+}
+
+fn decisions_in(text: &str) -> Vec<(JournalDecision, u32)> {
+    replaysafe_core::journal::JournalReader::new(std::io::Cursor::new(text), "peek")
+        .map(|r| r.map(|r| (r.decision, r.attempt)).unwrap())
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_attempt_is_on_record_before_it_starts_and_its_outcome_before_send_returns() {
+    use replaysafe_core::journal::Durability;
+    for durability in [Durability::OsWrite, Durability::Fsync, Durability::Buffered] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let journal = Arc::new(
+            JsonlJournal::options()
+                .durability(durability)
+                .open(&path)
+                .unwrap(),
+        );
+        let peek = JournalPeek {
+            path: path.clone(),
+            fail_first: true,
+            seen: Default::default(),
+        };
+        let guard = Guard::with_shared_journal(peek, journal.clone());
+        // A suppressed effect first: under Buffered it waits in the buffer until a flush.
+        assert!(
+            guard
+                .send(&contexts::backfill(), &effect())
+                .await
+                .unwrap()
+                .is_suppressed()
+        );
+        assert!(
+            guard
+                .send(&contexts::live(), &effect())
+                .await
+                .unwrap()
+                .is_delivered()
+        );
+        use JournalDecision::*;
+        let seen = guard.unguarded_ref().seen.lock().unwrap().clone();
+        assert_eq!(
+            seen.iter()
+                .map(|text| decisions_in(text))
+                .collect::<Vec<_>>(),
+            [
+                vec![(Suppressed, 0), (Attempting, 1)],
+                vec![
+                    (Suppressed, 0),
+                    (Attempting, 1),
+                    (Failed, 1),
+                    (Attempting, 2)
+                ],
+            ],
+            "{durability:?}"
+        );
+        // Without a flush or a drop: everything is in the file when send returns.
+        assert_eq!(
+            decisions_in(&std::fs::read_to_string(&path).unwrap()),
+            [
+                (Suppressed, 0),
+                (Attempting, 1),
+                (Failed, 1),
+                (Attempting, 2),
+                (Delivered, 2)
+            ],
+            "{durability:?}"
+        );
+    }
 }

@@ -33,8 +33,9 @@ async fn a_live_drop_lands_with_exactly_the_bytes_under_the_final_name() {
     assert_eq!(server.entries_containing(&prefix), vec![name.clone()]);
 
     let records = journal.records();
-    assert_eq!(records.len(), 1);
-    let record = &records[0];
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[0].decision, JournalDecision::Attempting);
+    let record = &records[1];
     assert_eq!(record.decision, JournalDecision::Delivered);
     assert_eq!(record.effect.kind, "file_drop");
     assert_eq!(record.effect.message_type, "orders_export");
@@ -92,7 +93,11 @@ async fn a_repeated_drop_uploads_nothing_and_says_already_present() {
             .unwrap()
     );
     assert!(server.temporary_files_of(&name).is_empty());
-    assert_eq!(journal.len(), 2, "both decisions are journaled");
+    assert_eq!(
+        journal.len(),
+        4,
+        "both deliveries are journaled, each after its attempting record"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -245,7 +250,7 @@ async fn eight_concurrent_drops_of_different_files_all_land_whole() {
         "no temporary files left: {:?}",
         server.entries_containing(&prefix)
     );
-    assert_eq!(journal.len(), 8);
+    assert_eq!(journal.len(), 16, "attempting and delivered for each drop");
     assert!(guard.unguarded_ref().idle_sessions() >= 1);
 }
 

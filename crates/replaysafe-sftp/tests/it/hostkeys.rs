@@ -38,7 +38,11 @@ async fn another_key_or_an_empty_known_hosts_is_refused_and_nothing_is_uploaded(
             "{label}: {message}"
         );
         assert!(server.entries_containing(&name).is_empty(), "{label}");
-        assert_eq!(journal.len(), 1, "{label}: the failed attempt is journaled");
+        assert_eq!(
+            journal.len(),
+            2,
+            "{label}: the attempt and its failure are journaled"
+        );
         assert_eq!(guard.unguarded_ref().idle_sessions(), 0, "{label}");
     }
 }

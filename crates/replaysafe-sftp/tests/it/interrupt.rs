@@ -49,7 +49,12 @@ async fn an_interrupted_upload_leaves_no_final_file_and_the_retry_delivers_it_wh
     let decisions: Vec<_> = journal.records().iter().map(|r| r.decision).collect();
     assert_eq!(
         decisions,
-        [JournalDecision::Failed, JournalDecision::Delivered]
+        [
+            JournalDecision::Attempting,
+            JournalDecision::Failed,
+            JournalDecision::Attempting,
+            JournalDecision::Delivered
+        ]
     );
 }
 
@@ -81,16 +86,18 @@ async fn the_guard_retries_a_cut_upload_within_one_send() {
     assert_eq!(server.read(&name), Some(bytes));
     assert!(server.temporary_files_of(&name).is_empty());
     let records = journal.records();
-    assert_eq!(records[0].decision, JournalDecision::Failed);
+    assert_eq!(records[0].decision, JournalDecision::Attempting);
+    assert_eq!(records[1].decision, JournalDecision::Failed);
     assert!(
-        records[0]
+        records[1]
             .error
             .as_deref()
             .unwrap()
             .contains("dropping sftp://127.0.0.1:")
     );
-    assert_eq!(records[1].decision, JournalDecision::Delivered);
-    assert_eq!(records[1].attempt, 2);
+    assert_eq!(records[2].decision, JournalDecision::Attempting);
+    assert_eq!(records[3].decision, JournalDecision::Delivered);
+    assert_eq!(records[3].attempt, 2);
 }
 
 /// An idle session that died is replaced within the same attempt: the first drop leaves

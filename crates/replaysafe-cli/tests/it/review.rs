@@ -1,0 +1,465 @@
+//! Review gates and hardened input and output of `report` and `diff`, through the binary:
+//! effects in doubt, `--fail-on`, decision flips, escaping, and lines that cannot be read.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use chrono::{TimeDelta, TimeZone, Utc};
+use replaysafe_cli::input::Progress;
+use replaysafe_cli::render::Format;
+use replaysafe_cli::report::{self, Breakdown};
+use replaysafe_core::journal::{JournalDecision, JournalRecord};
+
+fn replaysafe() -> Command {
+    let mut command = Command::cargo_bin("replaysafe").unwrap();
+    for (key, _) in std::env::vars() {
+        if key.starts_with("REPLAYSAFE_") || key.starts_with("AIRFLOW_CTX_") {
+            command.env_remove(key);
+        }
+    }
+    command
+}
+
+const LINE: &str = r#"{"v":1,"ts":"2026-08-06T01:00:00Z","decision":"suppressed","reasons":["current_window"],"pipeline":"daily_orders","run_id":"r1","run_kind":"scheduled","backfill_id":null,"window":{"start":"2026-08-05T00:00:00Z","end":"2026-08-06T00:00:00Z"},"effect":{"kind":"webhook","message_type":"orders.published","target":"https://partner.example/hooks","idempotency_key":"k","summary":null,"payload_sha256":"00","payload_bytes":2},"opt_in":null,"attempt":0,"error":null}"#;
+
+/// A record of `key` in `run_id`: `decision` at `attempt`, a second later than the one before.
+fn record(key: &str, run_id: &str, decision: JournalDecision, attempt: u32) -> JournalRecord {
+    let mut record: JournalRecord = serde_json::from_str(LINE).unwrap();
+    record.effect.idempotency_key = key.to_owned();
+    record.effect.target = format!("https://partner.example/hooks/{key}");
+    record.run_id = run_id.to_owned();
+    record.decision = decision;
+    record.attempt = attempt;
+    if decision == JournalDecision::Failed {
+        record.error = Some("503 service unavailable".into());
+    }
+    record
+}
+
+fn write(path: &Path, records: &[JournalRecord]) {
+    let text: String = records
+        .iter()
+        .enumerate()
+        .map(|(index, record)| {
+            let mut record = record.clone();
+            record.ts = Utc.with_ymd_and_hms(2026, 8, 6, 1, 0, 0).unwrap()
+                + TimeDelta::seconds(index as i64);
+            serde_json::to_string(&record).unwrap() + "\n"
+        })
+        .collect();
+    std::fs::write(path, text).unwrap();
+}
+
+/// Every way a key's attempts can end, in two runs of the same pipeline.
+fn attempts_journal(dir: &Path) -> PathBuf {
+    use JournalDecision::*;
+    let path = dir.join("attempts.jsonl");
+    write(
+        &path,
+        &[
+            // delivered at once
+            record("a-delivered", "r1", Attempting, 1),
+            record("a-delivered", "r1", Delivered, 1),
+            // failed, retried, and the retry was cut short: in doubt, not failed
+            record("b-cut-retry", "r1", Attempting, 1),
+            record("b-cut-retry", "r1", Failed, 1),
+            record("b-cut-retry", "r1", Attempting, 2),
+            // failed for good
+            record("c-failed", "r1", Attempting, 1),
+            record("c-failed", "r1", Failed, 1),
+            // cut short in r1, delivered by r2: the receiver has it
+            record("d-redelivered", "r1", Attempting, 1),
+            // cut short in r1; r2's own attempt failed, which says nothing of r1's
+            record("e-cut-then-failed", "r1", Attempting, 1),
+            record("f-suppressed", "r1", Suppressed, 0),
+            // cut short, then the same run id (an Airflow task retry) tried again and failed
+            record("g-same-run-retry", "r1", Attempting, 1),
+            record("d-redelivered", "r2", Attempting, 1),
+            record("d-redelivered", "r2", Delivered, 1),
+            record("e-cut-then-failed", "r2", Attempting, 1),
+            record("e-cut-then-failed", "r2", Failed, 1),
+            record("g-same-run-retry", "r1", Attempting, 1),
+            record("g-same-run-retry", "r1", Failed, 1),
+            // a late suppression settles nothing
+            record("b-cut-retry", "r2", Suppressed, 0),
+        ],
+    );
+    path
+}
+
+#[test]
+fn report_names_effects_in_doubt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = attempts_journal(dir.path());
+    let built = report::build(
+        std::slice::from_ref(&path),
+        &[Breakdown::Kind],
+        false,
+        &Progress::hidden(),
+    )
+    .unwrap();
+    let in_doubt: Vec<(&str, &str, u32)> = built
+        .in_doubt
+        .iter()
+        .map(|e| (e.key.as_str(), e.run_id.as_str(), e.attempt))
+        .collect();
+    assert_eq!(
+        in_doubt,
+        [
+            ("b-cut-retry", "r1", 2),
+            ("e-cut-then-failed", "r1", 1),
+            ("g-same-run-retry", "r1", 1)
+        ]
+    );
+    assert_eq!(
+        built.in_doubt[0].target,
+        "https://partner.example/hooks/b-cut-retry"
+    );
+    let r1 = &built.groups[0];
+    assert_eq!(
+        (r1.id.as_str(), r1.delivered, r1.failed, r1.in_doubt),
+        ("r1", 1, 1, 3)
+    );
+    assert!(
+        r1.headline.ends_with("delivered 1; failed 1; in doubt 3"),
+        "{}",
+        r1.headline
+    );
+    let r2 = &built.groups[1];
+    assert_eq!((r2.delivered, r2.failed, r2.in_doubt), (1, 0, 0));
+
+    let output = replaysafe().arg("report").arg(&path).output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("in doubt: 3 effects whose delivery began and no outcome is recorded"),
+        "{stdout}"
+    );
+    for key in ["b-cut-retry", "e-cut-then-failed", "g-same-run-retry"] {
+        assert!(
+            stdout.contains(&format!("https://partner.example/hooks/{key}")),
+            "{stdout}"
+        );
+    }
+}
+
+#[test]
+fn fail_on_exits_one_after_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let attempts = attempts_journal(dir.path());
+    let suppressed = dir.path().join("suppressed.jsonl");
+    write(
+        &suppressed,
+        &[record("f", "backfill__1", JournalDecision::Suppressed, 0)],
+    );
+    // (journal, --fail-on values, exit code, what stderr must say)
+    let cases: [(&Path, &[&str], i32, &str); 6] = [
+        (&attempts, &["in-doubt"], 1, "the journals hold 3 in doubt"),
+        (&attempts, &["failed"], 1, "the journals hold 1 failed"),
+        (
+            &attempts,
+            &["delivered", "failed", "in-doubt"],
+            1,
+            "2 delivered, 1 failed, 3 in doubt",
+        ),
+        (&attempts, &[], 0, ""),
+        (&suppressed, &["delivered", "failed", "in-doubt"], 0, ""),
+        (&suppressed, &["delivered"], 0, ""),
+    ];
+    for (journal, fail_on, code, expected) in cases {
+        let mut command = replaysafe();
+        command.arg("report");
+        for value in fail_on {
+            command.args(["--fail-on", value]);
+        }
+        let output = command.arg(journal).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(code), "{fail_on:?}: {stderr}");
+        assert!(stderr.contains(expected), "{fail_on:?}: {stderr}");
+        assert!(
+            String::from_utf8_lossy(&output.stdout).contains("in doubt"),
+            "the report is printed first"
+        );
+    }
+    let help = replaysafe().args(["report", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("--fail-on"), "{help}");
+    assert!(
+        help.contains("1  the report was printed and the journals hold an effect --fail-on names"),
+        "{help}"
+    );
+}
+
+#[test]
+fn diff_counts_a_decision_flip_as_a_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    let dry_run = dir.path().join("dry-run.jsonl");
+    let real = dir.path().join("real.jsonl");
+    write(
+        &dry_run,
+        &[record("k1", "backfill__1", JournalDecision::Suppressed, 0)],
+    );
+    write(
+        &real,
+        &[
+            record("k1", "backfill__1", JournalDecision::Attempting, 1),
+            record("k1", "backfill__1", JournalDecision::Delivered, 1),
+        ],
+    );
+    for (format, expected) in [
+        ("table", "┆ suppressed ┆ delivered ┆"),
+        ("markdown", "| suppressed | delivered |"),
+        ("json", "\"changed_decision\": [\n    {"),
+    ] {
+        let output = replaysafe()
+            .args(["diff", "--format", format])
+            .arg(&dry_run)
+            .arg(&real)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(1), "{format}: {stdout}");
+        assert!(stdout.contains(expected), "{format}: {stdout}");
+        if format != "json" {
+            assert!(
+                stdout.contains("0 changed payloads, 1 changed decisions, 0 unchanged"),
+                "{stdout}"
+            );
+        }
+    }
+    replaysafe()
+        .arg("diff")
+        .arg(&real)
+        .arg(&real)
+        .assert()
+        .code(0);
+}
+
+/// Bytes that would act on a terminal or a Markdown renderer if printed as they are.
+const EVIL: &str = "evil\n| injected | row |\n\u{1b}[31mred\u{1b}]0;title\u{7}\r<img src=x>[link](http://x) \u{202e}";
+
+fn evil_journals(dir: &Path) -> (PathBuf, PathBuf) {
+    let mut bad = record("evil-key", EVIL, JournalDecision::Suppressed, 0);
+    bad.effect.target = EVIL.to_owned();
+    bad.effect.message_type = EVIL.to_owned();
+    bad.backfill_id = None;
+    bad.reasons = vec![EVIL.to_owned()];
+    let base = dir.join("evil-base.jsonl");
+    write(&base, std::slice::from_ref(&bad));
+    let mut delivered = bad.clone();
+    delivered.decision = JournalDecision::Delivered;
+    delivered.attempt = 1;
+    let mut attempting = bad.clone();
+    attempting.decision = JournalDecision::Attempting;
+    attempting.attempt = 1;
+    let mut other = bad;
+    other.effect.idempotency_key = "other".into();
+    other.decision = JournalDecision::Attempting;
+    other.attempt = 1;
+    let new = dir.join("evil-new.jsonl");
+    write(&new, &[attempting, delivered, other]);
+    (base, new)
+}
+
+/// No control character but the newline ending each line, and no bidirectional override.
+fn assert_printable(name: &str, text: &str) {
+    for (number, line) in text.lines().enumerate() {
+        assert!(
+            !line
+                .chars()
+                .any(|c| c.is_control() || ('\u{202a}'..='\u{202e}').contains(&c)),
+            "{name}: line {} carries a control character: {line:?}",
+            number + 1
+        );
+    }
+}
+
+#[test]
+fn report_and_diff_escape_what_they_print() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, new) = evil_journals(dir.path());
+    for format in ["table", "markdown"] {
+        let output = replaysafe()
+            .args([
+                "report",
+                "--format",
+                format,
+                "--by",
+                "target",
+                "--by",
+                "reason",
+                "--by",
+                "message-type",
+            ])
+            .arg(&base)
+            .arg(&new)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0));
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        assert_printable(&format!("report {format}"), &stdout);
+        let escaped = if format == "markdown" {
+            "\\\\u{1b}\\[31mred"
+        } else {
+            "\\u{1b}[31mred"
+        };
+        assert!(stdout.contains(escaped), "{stdout}");
+        assert!(stdout.contains("\\u{202e}"), "{stdout}");
+        assert!(!stdout.contains("\n| injected"), "{stdout}");
+        if format == "markdown" {
+            // Each journal text stays in its cell: a row has as many unescaped pipes as the header.
+            for line in stdout.lines().filter(|l| l.starts_with('|')) {
+                let pipes = line.replace("\\|", "").matches('|').count();
+                assert!(pipes == 5 || pipes == 9, "{pipes} cells: {line}");
+            }
+            assert!(
+                stdout.contains("\\<img src=x\\>\\[link\\](http://x)"),
+                "{stdout}"
+            );
+        }
+        let output = replaysafe()
+            .args(["diff", "--format", format])
+            .arg(&base)
+            .arg(&new)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1));
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        assert_printable(&format!("diff {format}"), &stdout);
+        assert!(stdout.contains("1 changed decisions"), "{stdout}");
+        assert!(stdout.contains(escaped), "{stdout}");
+    }
+    // JSON keeps the text exact: serde escapes it.
+    let output = replaysafe()
+        .args(["report", "--format", "json"])
+        .arg(&new)
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["in_doubt"][0]["target"], EVIL);
+}
+
+#[test]
+fn skip_invalid_names_lines_that_are_not_utf8_or_too_long_and_memory_stays_flat() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.jsonl");
+    let valid = serde_json::to_string(&record("k", "r1", JournalDecision::Suppressed, 0)).unwrap();
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(valid.as_bytes());
+    bytes.extend_from_slice(b"\n{\"v\":1,\"pipeline\":\"\xff\xfe\"}\n");
+    bytes.extend_from_slice(valid.as_bytes());
+    // Line 4: 48 MiB, far over the 1 MiB cap.
+    bytes.extend(std::iter::once(b'\n').chain(std::iter::repeat_n(b'x', 48 << 20)));
+    bytes.extend_from_slice(b"\n\n");
+    bytes.extend_from_slice(valid.as_bytes());
+    bytes.push(b'\n');
+    std::fs::write(&path, bytes).unwrap();
+    let shown = path.display().to_string();
+
+    let output = replaysafe().arg("report").arg(&path).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("{shown}:2: journal line is not valid UTF-8")),
+        "{stderr}"
+    );
+
+    let output = replaysafe()
+        .args(["report", "--skip-invalid", "--print-peak-memory"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "skipped 2 invalid lines: {shown}:2 (not UTF-8), {shown}:4 (longer than 1 MiB)"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("(1 window, 2026-08-05 → 2026-08-06)"),
+        "the 3 valid lines are read: {stdout}"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let peak_kib: u64 = stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("peak memory: "))
+        .and_then(|kib| kib.trim_end_matches(" KiB").parse().ok())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        peak_kib < 24 * 1024,
+        "a 48 MiB line was held: peak {peak_kib} KiB"
+    );
+
+    // Without --skip-invalid, a long line is an error naming it.
+    let long = dir.path().join("long.jsonl");
+    let mut bytes = valid.clone().into_bytes();
+    bytes.push(b'\n');
+    bytes.extend(std::iter::repeat_n(b'{', (1 << 20) + 1));
+    std::fs::write(&long, bytes).unwrap();
+    let output = replaysafe().arg("report").arg(&long).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{}:2: journal line is longer than 1048576 bytes",
+            long.display()
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn version_zero_is_refused_even_when_skipping() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("zero.jsonl");
+    std::fs::write(&path, LINE.replacen("\"v\":1", "\"v\":0", 1) + "\n").unwrap();
+    for flags in [&[][..], &["--skip-invalid"][..]] {
+        let output = replaysafe()
+            .arg("report")
+            .args(flags)
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{flags:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(":1: journal schema version 0 is not a version this reader knows"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn an_instant_window_reads_as_one_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("instant.jsonl");
+    let mut instant = record(
+        "k",
+        "scheduled__2026-08-06T01:00:00+00:00",
+        JournalDecision::Suppressed,
+        0,
+    );
+    let t = Utc.with_ymd_and_hms(2026, 8, 6, 1, 0, 0).unwrap();
+    instant.window.start = t;
+    instant.window.end = t;
+    write(&path, &[instant]);
+    let built = report::build(
+        std::slice::from_ref(&path),
+        &[Breakdown::Window],
+        false,
+        &Progress::hidden(),
+    )
+    .unwrap();
+    let windows: Vec<&String> = built.breakdowns[&Breakdown::Window].keys().collect();
+    assert_eq!(windows, ["2026-08-06T01:00:00Z"]);
+    assert!(
+        built.groups[0]
+            .headline
+            .contains("(1 window, 2026-08-06T01:00:00Z)"),
+        "{}",
+        built.groups[0].headline
+    );
+    assert!(report::render(&built, Format::Markdown).contains("| 2026-08-06T01:00:00Z |"));
+}
