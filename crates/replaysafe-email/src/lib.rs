@@ -55,7 +55,8 @@
 //! let backfill = replaysafe_test::contexts::backfill();
 //! let replayed = mailer.send_email(&backfill, &email).await?;
 //! assert_eq!(replayed.suppressed(), 2);
-//! assert_eq!(journal.records()[2].effect.target, "*@shop.example");
+//! // Each delivery is journaled as attempting then delivered: 4 lines, then the 2 suppressed.
+//! assert_eq!(journal.records()[4].effect.target, "*@shop.example");
 //! # assert_eq!(std::fs::read_dir(folder.path())?.count(), 2);
 //! # Ok(()) }
 //! ```

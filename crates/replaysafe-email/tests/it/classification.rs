@@ -89,10 +89,11 @@ async fn wrong_password_fails_permanently_without_retries() {
     );
 
     let records = support::records(&journal);
-    assert_eq!(records.len(), 1, "one failed attempt: {records:#?}");
-    assert_eq!(records[0].decision, JournalDecision::Failed);
-    assert_eq!(records[0].attempt, 1);
-    let journaled = records[0].error.as_deref().unwrap_or_default();
+    assert_eq!(records.len(), 2, "one failed attempt: {records:#?}");
+    assert_eq!(records[0].decision, JournalDecision::Attempting);
+    assert_eq!(records[1].decision, JournalDecision::Failed);
+    assert_eq!(records[1].attempt, 1);
+    let journaled = records[1].error.as_deref().unwrap_or_default();
     assert!(
         journaled.starts_with(&format!(
             "sending email through smtp://127.0.0.1:{}: permanent error (535)",
@@ -119,17 +120,25 @@ async fn greylisted_recipient_gets_4xx_then_is_delivered_once() {
     assert!(matches!(&outcome, replaysafe_core::Outcome::Delivered(d) if d.attempts == 2));
 
     let records = support::records(&journal);
-    assert_eq!(records.len(), 2, "{records:#?}");
-    assert_eq!(records[0].decision, JournalDecision::Failed);
+    let decisions: Vec<_> = records.iter().map(|r| r.decision).collect();
+    assert_eq!(
+        decisions,
+        [
+            JournalDecision::Attempting,
+            JournalDecision::Failed,
+            JournalDecision::Attempting,
+            JournalDecision::Delivered
+        ],
+        "{records:#?}"
+    );
     assert!(
-        records[0]
+        records[1]
             .error
             .as_deref()
             .is_some_and(|e| e.contains("transient error (451)")),
         "{:?}",
-        records[0].error
+        records[1].error
     );
-    assert_eq!(records[1].decision, JournalDecision::Delivered);
 
     let mails = mails_containing(&server.maildir, &domain);
     assert_eq!(mails.len(), 1, "delivered exactly once");
@@ -155,11 +164,11 @@ async fn unknown_recipient_gets_5xx_and_is_not_retried() {
     );
     assert!(error.is_permanent());
     let records = support::records(&journal);
-    assert_eq!(records.len(), 1);
+    assert_eq!(records.len(), 2, "attempting and failed");
     assert!(mails_containing(&server.maildir, &domain).is_empty());
     // The server's reply quoted the address; the journal, the error, its chain and its
     // Debug show the domain only.
-    let journaled = records[0].error.clone().unwrap_or_default();
+    let journaled = records[1].error.clone().unwrap_or_default();
     let shown = format!("{} {error:?}", replaysafe_core::error_chain(&error));
     for text in [&journaled, &shown] {
         assert!(
@@ -199,7 +208,7 @@ async fn an_untrusted_certificate_fails_permanently_before_login() {
     assert_eq!(*attempts, 1, "{source}");
     assert!(source.is_permanent() && source.is_connection(), "{source}");
     assert!(source.to_string().contains("certificate"), "{source}");
-    assert_eq!(support::records(&journal).len(), 1);
+    assert_eq!(support::records(&journal).len(), 2, "attempting and failed");
     assert!(mails_containing(&server.maildir, &domain).is_empty());
 }
 

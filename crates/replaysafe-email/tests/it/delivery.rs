@@ -102,9 +102,14 @@ async fn live_send_arrives_once_per_recipient_with_headers_body_attachment_and_m
     }
 
     let records = support::records(&journal);
-    assert_eq!(records.len(), 3);
-    for record in &records {
-        assert_eq!(record.decision, JournalDecision::Delivered);
+    assert_eq!(records.len(), 6, "attempting and delivered per recipient");
+    for (index, record) in records.iter().enumerate() {
+        let expected = if index % 2 == 0 {
+            JournalDecision::Attempting
+        } else {
+            JournalDecision::Delivered
+        };
+        assert_eq!(record.decision, expected);
         assert_eq!(record.attempt, 1);
         assert_eq!(record.effect.kind, "email");
         assert_eq!(record.effect.target, format!("*@{domain}"));
@@ -154,9 +159,11 @@ async fn one_message_mode_sends_one_copy_keyed_by_the_recipient_set() {
     assert!(!mail.has_header("Bcc"));
 
     let records = support::records(&journal);
-    assert_eq!(records.len(), 1);
-    assert_eq!(records[0].effect.target, format!("*@{domain},*@{domain}"));
-    assert_eq!(records[0].effect.idempotency_key, key.as_str());
+    assert_eq!(records.len(), 2, "attempting and delivered");
+    for record in &records {
+        assert_eq!(record.effect.target, format!("*@{domain},*@{domain}"));
+        assert_eq!(record.effect.idempotency_key, key.as_str());
+    }
 }
 
 #[tokio::test]
@@ -316,7 +323,7 @@ async fn long_subjects_are_folded_or_refused_never_sent_as_one_long_line() {
     assert_eq!(line.len(), 998);
     assert_eq!(
         journal.records().len(),
-        3,
-        "nothing journaled for the refused one"
+        6,
+        "an attempting and a delivered record for each sent email, nothing for the refused one"
     );
 }

@@ -65,7 +65,11 @@ async fn folder_backend_writes_an_eml_with_the_same_message_id_as_smtp() {
     let decisions: Vec<_> = journal.records().iter().map(|r| r.decision).collect();
     assert_eq!(
         decisions,
-        [JournalDecision::Suppressed, JournalDecision::Delivered]
+        [
+            JournalDecision::Suppressed,
+            JournalDecision::Attempting,
+            JournalDecision::Delivered
+        ]
     );
 
     // The same effect sent over SMTP carries the same Message-ID.

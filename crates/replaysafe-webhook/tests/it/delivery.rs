@@ -65,8 +65,9 @@ async fn live_delivery_arrives_once_with_idempotency_headers_and_a_verifiable_si
 
     client.journal().flush().unwrap();
     let records = journal.records();
-    assert_eq!(records.len(), 1);
-    let record = &records[0];
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[0]["decision"], "attempting");
+    let record = &records[1];
     assert_eq!(record["decision"], "delivered");
     assert_eq!(record["reasons"], json!(["current_window"]));
     assert_eq!(record["attempt"], 1);

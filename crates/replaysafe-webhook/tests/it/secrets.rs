@@ -125,7 +125,8 @@ async fn canary_secrets_appear_in_no_journal_line_and_no_log_line() {
     );
 
     let lines = journal.text();
-    assert_eq!(lines.lines().count(), 7, "{lines}");
+    // 7 decisions, and an attempting line before each of the 5 delivery attempts.
+    assert_eq!(lines.lines().count(), 12, "{lines}");
     assert_clean("the journal", &lines);
     let log = logs.text();
     assert!(
