@@ -60,6 +60,7 @@ pub(crate) struct Process {
     name: String,
     child: Child,
     stop_signal: &'static str,
+    grace: Duration,
 }
 
 impl Process {
@@ -83,7 +84,19 @@ impl Process {
             name: name.to_owned(),
             child,
             stop_signal,
+            grace: Duration::from_secs(10),
         })
+    }
+
+    /// How long a stop waits after the signal before killing (10 s unless changed).
+    pub(crate) fn with_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// The process id.
+    pub(crate) fn id(&self) -> u32 {
+        self.child.id()
     }
 
     /// Fails if the process has already exited.
@@ -108,7 +121,7 @@ impl Drop for Process {
             let _ = Command::new("kill")
                 .args([&format!("-{}", self.stop_signal), &pid])
                 .status();
-            let deadline = Instant::now() + Duration::from_secs(10);
+            let deadline = Instant::now() + self.grace;
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = self.child.try_wait() {
                     return;
