@@ -17,8 +17,12 @@ pub struct Resolved {
     pub replay_flag: Option<bool>,
     /// Window start.
     pub window_start: String,
-    /// Window end.
+    /// Window end (equal to the start for an instant).
     pub window_end: String,
+    /// The run's logical date, when the orchestrator gave one.
+    pub logical_date: Option<String>,
+    /// The data interval the orchestrator exported, `[start, end)` or `[t, t]`.
+    pub run_interval: Option<String>,
     /// Backfill id.
     pub backfill_id: Option<String>,
     /// Mode.
@@ -55,10 +59,12 @@ pub fn resolve(cx: &ReplayContext) -> Resolved {
         replay_flag: cx.replay_flag(),
         window_start: replaysafe_core::rfc3339(cx.window().start()),
         window_end: replaysafe_core::rfc3339(cx.window().end()),
+        logical_date: cx.logical_date().map(replaysafe_core::rfc3339),
+        run_interval: cx.run_interval().map(ToString::to_string),
         backfill_id: cx.backfill_id().map(str::to_owned),
         mode: cx.mode().as_str().to_owned(),
         journal: cx.journal_path().map(|p| p.display().to_string()),
-        conflict: cx.conflict().map(str::to_owned),
+        conflict: cx.conflict().map(|c| c.into_owned()),
         now: replaysafe_core::rfc3339(cx.now()),
         decisions: EffectKind::BUILT_IN
             .iter()
@@ -101,8 +107,17 @@ pub fn render(resolved: &Resolved, json: bool) -> String {
         ),
         (
             "window",
-            format!("[{}, {})", resolved.window_start, resolved.window_end),
+            if resolved.window_start == resolved.window_end {
+                format!(
+                    "[{}, {}] (an instant)",
+                    resolved.window_start, resolved.window_end
+                )
+            } else {
+                format!("[{}, {})", resolved.window_start, resolved.window_end)
+            },
         ),
+        ("logical date", or_unset(resolved.logical_date.clone())),
+        ("run interval", or_unset(resolved.run_interval.clone())),
         ("backfill id", or_unset(resolved.backfill_id.clone())),
         ("mode", resolved.mode.clone()),
         ("journal", or_unset(resolved.journal.clone())),

@@ -81,6 +81,9 @@ enum Command {
         /// Window length: 90s, 30m, 6h, 1d, 1w.
         #[arg(long, value_parser = duration::parse)]
         every: chrono::TimeDelta,
+        /// Each run is the instant at the start of its step (Airflow 3's cron timetable), not a window.
+        #[arg(long)]
+        instants: bool,
         /// Run kind of the runs.
         #[arg(long, default_value = "backfill", value_parser = parse_run_kind)]
         kind: RunKind,
@@ -281,13 +284,14 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             start,
             end,
             every,
+            instants,
             kind,
             now,
             max_age,
             effects,
             format,
         } => {
-            let range = Window::new(start, end).context("--start and --end")?;
+            let range = Window::from_bounds(start, end).context("--start and --end")?;
             let effects = if effects.is_empty() {
                 EffectKind::BUILT_IN.to_vec()
             } else {
@@ -297,13 +301,14 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 pipeline,
                 range,
                 every,
+                instants,
                 kind,
                 now: now.unwrap_or_else(Utc::now),
                 max_age,
                 effects,
             };
             let plan = plan::build(&request)?;
-            if !plan.aligned {
+            if !plan.aligned && !instants {
                 eprintln!(
                     "replaysafe: warning: {range} is not a whole number of {} steps; the last window is short",
                     plan.every

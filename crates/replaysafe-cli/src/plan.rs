@@ -21,6 +21,8 @@ pub struct Request {
     pub range: Window,
     /// Window length.
     pub every: TimeDelta,
+    /// Each run is the instant at the start of its step, as under Airflow 3's cron timetable.
+    pub instants: bool,
     /// Run kind of the runs.
     pub kind: RunKind,
     /// When the runs happen.
@@ -66,6 +68,8 @@ pub struct Plan {
     pub now: DateTime<Utc>,
     /// Whether the range is a whole number of steps (otherwise the last window is short).
     pub aligned: bool,
+    /// Whether each run is an instant rather than a window.
+    pub instants: bool,
     /// The windows.
     pub windows: Vec<PlannedWindow>,
     /// Windows that would deliver, per kind.
@@ -81,6 +85,13 @@ pub fn build(request: &Request) -> anyhow::Result<Plan> {
     let windows: Vec<Window> = request
         .range
         .split(request.every)?
+        .map(|window| {
+            if request.instants {
+                Window::instant(window.start())
+            } else {
+                window
+            }
+        })
         .take(MAX_WINDOWS + 1)
         .collect();
     anyhow::ensure!(
@@ -135,6 +146,7 @@ pub fn build(request: &Request) -> anyhow::Result<Plan> {
         every: crate::duration::format(request.every),
         now: request.now,
         aligned: request.range.is_aligned_to(request.every),
+        instants: request.instants,
         windows: planned,
         deliver_counts,
     })
@@ -165,12 +177,15 @@ pub fn render(plan: &Plan, format: Format) -> String {
             )
         })
         .collect();
+    let runs = if plan.instants {
+        format!("{total} instants every {}", plan.every)
+    } else {
+        format!("{total} windows of {}", plan.every)
+    };
     out.push_str(&format!(
-        "{} run of {} over {} windows of {}, evaluated at {}: {}\n\n",
+        "{} run of {} over {runs}, evaluated at {}: {}\n\n",
         plan.run_kind,
         plan.pipeline,
-        total,
-        plan.every,
         replaysafe_core::rfc3339(plan.now),
         summary.join("; ")
     ));
@@ -178,11 +193,11 @@ pub fn render(plan: &Plan, format: Format) -> String {
     header.extend(kinds.iter().copied());
     let mut table = Table::new("windows", header);
     for window in &plan.windows {
-        let mut row = vec![format!(
-            "{} → {}",
-            time_text(window.start),
-            time_text(window.end)
-        )];
+        let mut row = vec![if window.start == window.end {
+            time_text(window.start)
+        } else {
+            format!("{} → {}", time_text(window.start), time_text(window.end))
+        }];
         row.extend(window.effects.iter().map(|cell| {
             if cell.deliver {
                 "deliver".to_owned()

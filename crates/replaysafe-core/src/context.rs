@@ -1,6 +1,7 @@
 //! The replay context: what this run is, resolved once and passed explicitly.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -10,7 +11,8 @@ use chrono::{DateTime, Utc};
 use crate::{Clock, Error, Mode, OptIn, RecencyPolicy, RunId, RunKind, SystemClock, Window};
 
 /// Everything the gate needs to know about a run: pipeline, run id, run kind, data
-/// window, explicit replay flag, backfill id, mode, recency policy, opt-ins and clock.
+/// window, explicit replay flag, backfill id, mode, recency policy, opt-ins and clock;
+/// and, when an orchestrator gave them, the run's logical date and exported data interval.
 ///
 /// Cheap to clone (one `Arc`); `with_*` methods return a changed copy.
 /// Build it with [`ReplayContext::builder`], or from the environment with
@@ -28,6 +30,8 @@ struct Inner {
     replay_flag: Option<bool>,
     window: Window,
     window_text: (String, String),
+    logical_date: Option<DateTime<Utc>>,
+    run_interval: Option<Window>,
     backfill_id: Option<String>,
     mode: Mode,
     recency: RecencyPolicy,
@@ -46,6 +50,8 @@ impl fmt::Debug for ReplayContext {
             .field("run_kind", &inner.run_kind)
             .field("replay_flag", &inner.replay_flag)
             .field("window", &inner.window)
+            .field("logical_date", &inner.logical_date)
+            .field("run_interval", &inner.run_interval)
             .field("backfill_id", &inner.backfill_id)
             .field("mode", &inner.mode)
             .field("recency", &inner.recency)
@@ -79,29 +85,54 @@ impl ReplayContext {
         ReplayContextBuilder::default()
     }
 
-    /// Resolves the context from the process environment (`REPLAYSAFE_*`, then `AIRFLOW_CTX_*`).
+    /// Resolves the context from the process environment (`REPLAYSAFE_*` and `AIRFLOW_CTX_*`).
+    ///
+    /// Variables replaysafe does not read are ignored, even when they are not UTF-8; one it
+    /// reads that is not UTF-8 is [`Error::Invalid`] naming it.
     pub fn from_env() -> Result<Self, Error> {
-        Self::from_vars(std::env::vars())
+        Self::from_vars_os(std::env::vars_os())
     }
 
     /// Resolves the context from the given variables, exactly as [`ReplayContext::from_env`] does.
     ///
-    /// Explicit `REPLAYSAFE_*` values win over Airflow's. Without any run kind information
-    /// the kind is [`RunKind::Unknown`] (every effect suppressed). A malformed value is
-    /// [`Error::Invalid`] naming the variable; a missing pipeline, run id or window is
-    /// [`Error::Missing`]; an empty or inverted window is [`Error::EmptyWindow`].
+    /// The rules, in short (`docs/reference/environment.md` has them whole):
+    ///
+    /// - Explicit `REPLAYSAFE_*` values name the effect and may refine Airflow's run
+    ///   (scheduled → retry), but never make a replay look current: when both give a run
+    ///   kind and only one of them suppresses (a replay kind, or unknown), the context is
+    ///   conflicting and suppresses every effect.
+    /// - The window is the explicit one, else Airflow's exported data interval, else the
+    ///   instant of Airflow's logical date. An empty interval is an instant `[t, t]`.
+    /// - Without any run kind information the kind is [`RunKind::Unknown`] (every effect
+    ///   suppressed).
+    ///
+    /// Empty and all-blank values count as unset. A malformed value is [`Error::Invalid`]
+    /// naming the variable; a missing pipeline, run id or window is [`Error::Missing`]; an
+    /// inverted window is [`Error::InvertedWindow`].
     pub fn from_vars<I, K, V>(vars: I) -> Result<Self, Error>
     where
         I: IntoIterator<Item = (K, V)>,
         K: Into<String>,
         V: Into<String>,
     {
-        let vars: HashMap<String, String> = vars
-            .into_iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .filter(|(_, v)| !v.trim().is_empty())
-            .collect();
-        crate::env::resolve(&vars)
+        crate::env::resolve(
+            &vars
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .filter(|(_, v)| !v.trim().is_empty())
+                .collect(),
+        )
+    }
+
+    /// [`ReplayContext::from_vars`] for variables as the operating system gives them.
+    ///
+    /// A variable replaysafe does not read is ignored, whatever its bytes; one it reads
+    /// whose value is not UTF-8 is [`Error::Invalid`] naming it.
+    pub fn from_vars_os<I>(vars: I) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = (OsString, OsString)>,
+    {
+        crate::env::resolve(&crate::env::read_os(vars)?)
     }
 
     /// The pipeline name.
@@ -127,6 +158,51 @@ impl ReplayContext {
     /// The data window.
     pub fn window(&self) -> &Window {
         &self.inner.window
+    }
+
+    /// The run's logical date, when the orchestrator gave one (`AIRFLOW_CTX_LOGICAL_DATE`).
+    pub fn logical_date(&self) -> Option<DateTime<Utc>> {
+        self.inner.logical_date
+    }
+
+    /// The data interval the orchestrator exported for this run, when it did
+    /// (`AIRFLOW_CTX_DATA_INTERVAL_START`/`_END`); it may differ from [`ReplayContext::window`]
+    /// when an explicit window names the effect.
+    pub fn run_interval(&self) -> Option<&Window> {
+        self.inner.run_interval.as_ref()
+    }
+
+    /// The time recency is measured from: the window's end, or the end of the exported
+    /// run interval when that is older (the older end wins).
+    pub fn recency_end(&self) -> DateTime<Utc> {
+        match &self.inner.run_interval {
+            Some(interval) => interval.end().min(self.inner.window.end()),
+            None => self.inner.window.end(),
+        }
+    }
+
+    /// Whether the window or the exported run interval ends in the future at `now`, beyond
+    /// the clock-skew allowance.
+    pub fn is_future(&self, now: DateTime<Utc>) -> bool {
+        let latest_end = match &self.inner.run_interval {
+            Some(interval) => interval.end().max(self.inner.window.end()),
+            None => self.inner.window.end(),
+        };
+        self.inner.recency.is_future(latest_end, now)
+    }
+
+    /// Whether the window starts after the run's logical date, beyond the clock-skew
+    /// allowance: a window from the run's future, such as one computed from the wall clock
+    /// in a run that is days late.
+    pub fn is_window_after_logical_date(&self) -> bool {
+        self.inner.logical_date.is_some_and(|logical| {
+            self.inner.window.start() - logical > self.inner.recency.clock_skew()
+        })
+    }
+
+    /// Whether the context's sources disagree; a conflicting context suppresses every effect.
+    pub fn is_conflicting(&self) -> bool {
+        self.inner.conflict.is_some() || self.is_window_after_logical_date()
     }
 
     /// The window's start and end as canonical RFC 3339, formatted once.
@@ -159,9 +235,24 @@ impl ReplayContext {
         self.inner.journal_path.as_deref()
     }
 
-    /// A description of disagreeing context sources, when there was one; it suppresses every effect.
-    pub fn conflict(&self) -> Option<&str> {
-        self.inner.conflict.as_deref()
+    /// What disagreed, when the context's sources did; it suppresses every effect.
+    pub fn conflict(&self) -> Option<Cow<'_, str>> {
+        let future = self.is_window_after_logical_date().then(|| {
+            format!(
+                "the window starts at {} but the run's logical date is {}",
+                crate::rfc3339(self.inner.window.start()),
+                self.inner
+                    .logical_date
+                    .map(crate::rfc3339)
+                    .unwrap_or_default()
+            )
+        });
+        match (&self.inner.conflict, future) {
+            (None, None) => None,
+            (Some(note), None) => Some(Cow::Borrowed(note)),
+            (None, Some(future)) => Some(Cow::Owned(future)),
+            (Some(note), Some(future)) => Some(Cow::Owned(format!("{note}; {future}"))),
+        }
     }
 
     /// The injected clock.
@@ -239,6 +330,8 @@ pub struct ReplayContextBuilder {
     run_kind: Option<RunKind>,
     replay_flag: Option<bool>,
     window: Option<Window>,
+    logical_date: Option<DateTime<Utc>>,
+    run_interval: Option<Window>,
     backfill_id: Option<String>,
     mode: Mode,
     recency: RecencyPolicy,
@@ -284,9 +377,23 @@ impl ReplayContextBuilder {
         self
     }
 
-    /// The data window (required).
+    /// The data window (required): `[start, end)`, or an instant.
     pub fn window(mut self, window: Window) -> Self {
         self.window = Some(window);
+        self
+    }
+
+    /// The run's logical date, as the orchestrator gave it; a window that starts after it
+    /// (beyond the clock-skew allowance) makes the context conflicting.
+    pub fn logical_date(mut self, logical_date: DateTime<Utc>) -> Self {
+        self.logical_date = Some(logical_date);
+        self
+    }
+
+    /// The data interval the orchestrator exported for the run; the effect is stale when
+    /// this interval's end is, even when the window's own end is recent.
+    pub fn run_interval(mut self, interval: Window) -> Self {
+        self.run_interval = Some(interval);
         self
     }
 
@@ -354,8 +461,19 @@ impl ReplayContextBuilder {
         })?)?;
         let window = self.window.ok_or(Error::Missing {
             field: "window",
-            hint: "give the data window [start, end)",
+            hint: "give the data window [start, end), or an instant",
         })?;
+        let backfill_id = self.backfill_id.filter(|id| !id.trim().is_empty());
+        if let Some(id) = backfill_id
+            .as_ref()
+            .filter(|id| id.chars().any(char::is_control))
+        {
+            return Err(Error::invalid(
+                "backfill_id",
+                id.escape_debug().to_string(),
+                "must not contain control characters",
+            ));
+        }
         Ok(ReplayContext {
             inner: Arc::new(Inner {
                 pipeline,
@@ -364,7 +482,9 @@ impl ReplayContextBuilder {
                 replay_flag: self.replay_flag,
                 window,
                 window_text: window_text(&window),
-                backfill_id: self.backfill_id.filter(|id| !id.trim().is_empty()),
+                logical_date: self.logical_date,
+                run_interval: self.run_interval,
+                backfill_id,
                 mode: self.mode,
                 recency: self.recency,
                 opt_ins: self.opt_ins,

@@ -1,6 +1,11 @@
 //! Reading a [`ReplayContext`] from `REPLAYSAFE_*` and Airflow's `AIRFLOW_CTX_*` variables.
+//!
+//! Two sources may speak: explicit `REPLAYSAFE_*` values, and what Airflow exports to a
+//! task. The gate delivers only when every source that speaks agrees on a current,
+//! non-replay run; `docs/reference/environment.md` states the rules whole.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 
 use chrono::{DateTime, Utc};
 
@@ -18,7 +23,7 @@ pub mod vars {
     pub const REPLAY: &str = "REPLAYSAFE_REPLAY";
     /// Window start, RFC 3339.
     pub const WINDOW_START: &str = "REPLAYSAFE_WINDOW_START";
-    /// Window end (exclusive), RFC 3339.
+    /// Window end (exclusive), RFC 3339; equal to the start for an instant.
     pub const WINDOW_END: &str = "REPLAYSAFE_WINDOW_END";
     /// Backfill id grouping the runs of one backfill.
     pub const BACKFILL_ID: &str = "REPLAYSAFE_BACKFILL_ID";
@@ -38,9 +43,59 @@ pub mod vars {
     pub const AIRFLOW_DATA_INTERVAL_START: &str = "AIRFLOW_CTX_DATA_INTERVAL_START";
     /// Airflow: data interval end, exported through `get_airflow_context_vars`.
     pub const AIRFLOW_DATA_INTERVAL_END: &str = "AIRFLOW_CTX_DATA_INTERVAL_END";
+    /// Airflow 3: the run's logical date, exported by default; without an exported
+    /// interval the run is the instant of this date.
+    pub const AIRFLOW_LOGICAL_DATE: &str = "AIRFLOW_CTX_LOGICAL_DATE";
+
+    /// Every variable above.
+    pub const ALL: [&str; 16] = [
+        PIPELINE,
+        RUN_ID,
+        RUN_KIND,
+        REPLAY,
+        WINDOW_START,
+        WINDOW_END,
+        BACKFILL_ID,
+        MODE,
+        JOURNAL,
+        AIRFLOW_DAG_ID,
+        AIRFLOW_DAG_RUN_ID,
+        AIRFLOW_TRY_NUMBER,
+        AIRFLOW_RUN_TYPE,
+        AIRFLOW_DATA_INTERVAL_START,
+        AIRFLOW_DATA_INTERVAL_END,
+        AIRFLOW_LOGICAL_DATE,
+    ];
 }
 
 use vars::*;
+
+/// Keeps the variables replaysafe reads, as UTF-8, without blank values; one of them that
+/// is not UTF-8 is an error naming it. Every other variable is ignored, whatever its bytes.
+pub(crate) fn read_os(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+) -> Result<HashMap<String, String>, Error> {
+    let mut read = HashMap::new();
+    for (name, value) in vars {
+        let Some(name) = name
+            .to_str()
+            .and_then(|n| ALL.iter().find(|known| **known == n))
+        else {
+            continue;
+        };
+        let value = value.into_string().map_err(|raw| {
+            Error::invalid(
+                name,
+                raw.to_string_lossy().escape_debug().to_string(),
+                "not valid UTF-8",
+            )
+        })?;
+        if !value.trim().is_empty() {
+            read.insert((*name).to_owned(), value);
+        }
+    }
+    Ok(read)
+}
 
 pub(crate) fn resolve(env: &HashMap<String, String>) -> Result<ReplayContext, Error> {
     let get = |name: &str| env.get(name).map(|v| v.trim().to_owned());
@@ -58,14 +113,19 @@ pub(crate) fn resolve(env: &HashMap<String, String>) -> Result<ReplayContext, Er
             hint: "set REPLAYSAFE_RUN_ID (or run under Airflow, which sets AIRFLOW_CTX_DAG_RUN_ID)",
         })?;
 
-    let (run_kind, conflict) = match get(RUN_KIND) {
-        Some(explicit) => (
-            explicit
-                .parse()
-                .map_err(|_| invalid_kind(RUN_KIND, &explicit))?,
-            None,
-        ),
-        None => airflow_run_kind(env)?,
+    let explicit_kind = get(RUN_KIND)
+        .map(|value| value.parse().map_err(|_| invalid_kind(RUN_KIND, &value)))
+        .transpose()?;
+    let airflow = airflow_run_kind(env)?;
+    let mut conflicts: Vec<String> = airflow.iter().filter_map(|a| a.conflict.clone()).collect();
+    let run_kind = match (explicit_kind, airflow.map(|a| a.kind)) {
+        (None, None) => RunKind::Unknown,
+        (Some(kind), None) | (None, Some(kind)) => kind,
+        (Some(explicit), Some(airflow)) => {
+            let (kind, conflict) = combine_kinds(explicit, airflow);
+            conflicts.extend(conflict);
+            kind
+        }
     };
 
     let replay_flag = get(REPLAY)
@@ -77,7 +137,33 @@ pub(crate) fn resolve(env: &HashMap<String, String>) -> Result<ReplayContext, Er
             .map_err(|_| Error::invalid(MODE, value, "expected live or dry-run"))?,
         None => Mode::Live,
     };
-    let window = resolve_window(env)?;
+
+    let explicit_window = window_from(
+        env,
+        WINDOW_START,
+        WINDOW_END,
+        "REPLAYSAFE_WINDOW_START/_END",
+    )?;
+    let airflow_interval = window_from(
+        env,
+        AIRFLOW_DATA_INTERVAL_START,
+        AIRFLOW_DATA_INTERVAL_END,
+        "AIRFLOW_CTX_DATA_INTERVAL_START/_END",
+    )?;
+    let logical_date = get(AIRFLOW_LOGICAL_DATE)
+        // Python's str(None): a run without a logical date.
+        .filter(|value| value != "None")
+        .map(|value| parse_time(AIRFLOW_LOGICAL_DATE, &value))
+        .transpose()?;
+    let window = explicit_window
+        .or(airflow_interval)
+        .or(logical_date.map(Window::instant))
+        .ok_or(Error::Missing {
+            field: WINDOW_START,
+            hint: "this run has no data window: set REPLAYSAFE_WINDOW_START and REPLAYSAFE_WINDOW_END \
+                   (RFC 3339; equal for an instant). Under Airflow the window comes from \
+                   AIRFLOW_CTX_LOGICAL_DATE, which a manual run triggered without a logical date lacks",
+        })?;
 
     let mut builder = ReplayContext::builder()
         .pipeline(pipeline)
@@ -85,6 +171,12 @@ pub(crate) fn resolve(env: &HashMap<String, String>) -> Result<ReplayContext, Er
         .run_kind(run_kind)
         .window(window)
         .mode(mode);
+    if let Some(interval) = airflow_interval {
+        builder = builder.run_interval(interval);
+    }
+    if let Some(logical_date) = logical_date {
+        builder = builder.logical_date(logical_date);
+    }
     if let Some(flag) = replay_flag {
         builder = builder.replay_flag(flag);
     }
@@ -94,10 +186,32 @@ pub(crate) fn resolve(env: &HashMap<String, String>) -> Result<ReplayContext, Er
     if let Some(path) = get(JOURNAL) {
         builder = builder.journal_path(path);
     }
-    if let Some(conflict) = conflict {
-        builder = builder.conflict(conflict);
+    if !conflicts.is_empty() {
+        builder = builder.conflict(conflicts.join("; "));
     }
     builder.build()
+}
+
+/// The run kind when `REPLAYSAFE_RUN_KIND` and Airflow both give one, and what disagreed.
+///
+/// Explicit values refine (scheduled → retry, backfill → rebuild) but never make a replay
+/// look current: when only one of the two suppresses, the context conflicts and the
+/// suppressing kind stands. `unknown` on either side stays unknown.
+fn combine_kinds(explicit: RunKind, airflow: RunKind) -> (RunKind, Option<String>) {
+    let conflict = (explicit.suppresses() != airflow.suppresses())
+        .then(|| format!("{RUN_KIND} says {explicit} but Airflow's run is {airflow}"));
+    let kind = if explicit == RunKind::Unknown || airflow == RunKind::Unknown {
+        RunKind::Unknown
+    } else if conflict.is_some() {
+        if explicit.suppresses() {
+            explicit
+        } else {
+            airflow
+        }
+    } else {
+        explicit
+    };
+    (kind, conflict)
 }
 
 fn invalid_kind(variable: &'static str, value: &str) -> Error {
@@ -118,9 +232,21 @@ pub fn airflow_kind(run_type: &str) -> RunKind {
     }
 }
 
-fn airflow_run_kind(env: &HashMap<String, String>) -> Result<(RunKind, Option<String>), Error> {
+/// What Airflow's variables say about the run kind.
+#[derive(Clone, Debug)]
+struct AirflowKind {
+    kind: RunKind,
+    conflict: Option<String>,
+}
+
+/// Airflow's run kind, when it gives one: from the run type and the run-id prefix, a try
+/// number above 1 making a scheduled or manual run a retry.
+fn airflow_run_kind(env: &HashMap<String, String>) -> Result<Option<AirflowKind>, Error> {
     let from_prefix = env.get(AIRFLOW_DAG_RUN_ID).map(|run_id| {
-        let prefix = run_id.split_once("__").map_or("", |(prefix, _)| prefix);
+        let prefix = run_id
+            .trim()
+            .split_once("__")
+            .map_or("", |(prefix, _)| prefix);
         (prefix.to_owned(), airflow_kind(prefix))
     });
     let from_type = env
@@ -128,7 +254,7 @@ fn airflow_run_kind(env: &HashMap<String, String>) -> Result<(RunKind, Option<St
         .map(|run_type| airflow_kind(run_type.trim()));
 
     let (mut kind, conflict) = match (from_prefix, from_type) {
-        (None, None) => return Ok((RunKind::Unknown, None)),
+        (None, None) => return Ok(None),
         (Some((_, kind)), None) | (None, Some(kind)) => (kind, None),
         (Some((_, by_prefix)), Some(by_type)) if by_prefix == by_type => (by_type, None),
         (Some((prefix, by_prefix)), Some(by_type)) => {
@@ -162,7 +288,7 @@ fn airflow_run_kind(env: &HashMap<String, String>) -> Result<(RunKind, Option<St
             kind = RunKind::Retry;
         }
     }
-    Ok((kind, conflict))
+    Ok(Some(AirflowKind { kind, conflict }))
 }
 
 fn parse_bool(variable: &'static str, value: &str) -> Result<bool, Error> {
@@ -179,44 +305,34 @@ fn parse_time(variable: &'static str, value: &str) -> Result<DateTime<Utc>, Erro
         .map_err(|e| Error::invalid(variable, value, format!("not an RFC 3339 timestamp ({e})")))
 }
 
-fn resolve_window(env: &HashMap<String, String>) -> Result<Window, Error> {
-    let pairs = [
-        (WINDOW_START, WINDOW_END, "REPLAYSAFE_WINDOW_START/_END"),
-        (
-            AIRFLOW_DATA_INTERVAL_START,
-            AIRFLOW_DATA_INTERVAL_END,
-            "AIRFLOW_CTX_DATA_INTERVAL_START/_END",
-        ),
-    ];
-    for (start_var, end_var, source_vars) in pairs {
-        match (env.get(start_var), env.get(end_var)) {
-            (None, None) => continue,
-            (Some(_), None) => {
-                return Err(Error::Missing {
-                    field: end_var,
-                    hint: "a window needs both its start and its end",
-                });
-            }
-            (None, Some(_)) => {
-                return Err(Error::Missing {
-                    field: start_var,
-                    hint: "a window needs both its start and its end",
-                });
-            }
-            (Some(start), Some(end)) => {
-                let start = parse_time(start_var, start.trim())?;
-                let end = parse_time(end_var, end.trim())?;
-                return Window::new(start, end).map_err(|_| Error::EmptyWindow {
+/// The window a pair of variables gives: none when both are unset, an instant when they
+/// are equal, and an error naming the variable when only one is set or they are inverted.
+fn window_from(
+    env: &HashMap<String, String>,
+    start_var: &'static str,
+    end_var: &'static str,
+    source_vars: &'static str,
+) -> Result<Option<Window>, Error> {
+    match (env.get(start_var), env.get(end_var)) {
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(Error::Missing {
+            field: end_var,
+            hint: "a window needs both its start and its end",
+        }),
+        (None, Some(_)) => Err(Error::Missing {
+            field: start_var,
+            hint: "a window needs both its start and its end",
+        }),
+        (Some(start), Some(end)) => {
+            let start = parse_time(start_var, start.trim())?;
+            let end = parse_time(end_var, end.trim())?;
+            Window::from_bounds(start, end)
+                .map(Some)
+                .map_err(|_| Error::InvertedWindow {
                     source_vars,
                     start,
                     end,
-                });
-            }
+                })
         }
     }
-    Err(Error::Missing {
-        field: WINDOW_START,
-        hint: "set REPLAYSAFE_WINDOW_START and REPLAYSAFE_WINDOW_END (RFC 3339), or export the data interval \
-               through get_airflow_context_vars",
-    })
 }

@@ -40,13 +40,12 @@ pub enum Error {
         /// What is wrong with it.
         problem: String,
     },
-    /// The data window read from the environment is empty or inverted.
+    /// The data window read from the environment is inverted (its end is before its start).
     #[error(
-        "empty or inverted data window from {source_vars}: start {start} is not before end {end}; \
-         set REPLAYSAFE_WINDOW_START and REPLAYSAFE_WINDOW_END, or export the data interval \
-         through get_airflow_context_vars on a scheduled DAG"
+        "inverted data window from {source_vars}: end {end} is before start {start}; \
+         set REPLAYSAFE_WINDOW_START and REPLAYSAFE_WINDOW_END with start <= end"
     )]
-    EmptyWindow {
+    InvertedWindow {
         /// Which variables the window came from.
         source_vars: &'static str,
         /// Start read.

@@ -21,8 +21,12 @@ pub enum Reason {
     StaleWindow,
     /// The run kind could not be established.
     UnknownContext,
-    /// The context's sources disagreed (for instance Airflow's run type and run-id prefix).
+    /// The context's sources disagreed (for instance Airflow's run type and run-id prefix,
+    /// or `REPLAYSAFE_RUN_KIND` and Airflow's run), or the window starts after the run's
+    /// logical date (a window from the run's future).
     ConflictingContext,
+    /// The window ends in the future, beyond the clock-skew allowance.
+    FutureWindow,
     /// The process runs in dry-run mode.
     DryRun,
     /// An opt-in enabled delivery despite the replay reasons also listed.
@@ -41,6 +45,7 @@ impl Reason {
             Reason::StaleWindow => "stale_window",
             Reason::UnknownContext => "unknown_context",
             Reason::ConflictingContext => "conflicting_context",
+            Reason::FutureWindow => "future_window",
             Reason::DryRun => "dry_run",
             Reason::OptIn => "opt_in",
             Reason::OptInExpired => "opt_in_expired",
@@ -97,10 +102,13 @@ impl ReplayContext {
     ///
     /// **Architecture Invariant:** suppression is the default for anything that is not
     /// a current run. Returns every reason that applies, not just the first:
-    /// `dry_run`, `unknown_context`, `conflicting_context` (never liftable);
+    /// `dry_run`, `unknown_context`, `conflicting_context`, `future_window` (never liftable);
     /// `replay_run`, `replay_flag`, `stale_window` (liftable by an unexpired opt-in that
     /// covers the kind and target, which adds `opt_in`; an expired one adds `opt_in_expired`).
     /// With none of these the decision is to deliver, with `current_window`.
+    ///
+    /// Recency is measured from [`ReplayContext::recency_end`]: the window's end, or the
+    /// end of the orchestrator's exported interval when that is older.
     pub fn decide(&self, kind: &EffectKind, target: &str) -> Decision {
         let now = self.now();
         let mut reasons = Vec::new();
@@ -110,8 +118,11 @@ impl ReplayContext {
         if self.run_kind() == RunKind::Unknown {
             reasons.push(Reason::UnknownContext);
         }
-        if self.conflict().is_some() {
+        if self.is_conflicting() {
             reasons.push(Reason::ConflictingContext);
+        }
+        if self.is_future(now) {
+            reasons.push(Reason::FutureWindow);
         }
         if self.run_kind().is_replay() {
             reasons.push(Reason::ReplayRun);
@@ -119,7 +130,7 @@ impl ReplayContext {
         if self.replay_flag() == Some(true) {
             reasons.push(Reason::ReplayFlag);
         }
-        if self.recency().is_stale(kind, self.window().end(), now) {
+        if self.recency().is_stale(kind, self.recency_end(), now) {
             reasons.push(Reason::StaleWindow);
         }
 

@@ -70,7 +70,10 @@
 //! `REPLAYSAFE_BACKFILL_ID`, `REPLAYSAFE_MODE` and `REPLAYSAFE_JOURNAL`, falling back to
 //! Airflow's `AIRFLOW_CTX_DAG_ID`, `AIRFLOW_CTX_DAG_RUN_ID` (its prefix gives the run
 //! kind; an unknown prefix is [`RunKind::Unknown`]), `AIRFLOW_CTX_TRY_NUMBER`,
-//! `AIRFLOW_CTX_RUN_TYPE` and `AIRFLOW_CTX_DATA_INTERVAL_START`/`_END`. See [`env::vars`].
+//! `AIRFLOW_CTX_RUN_TYPE`, `AIRFLOW_CTX_DATA_INTERVAL_START`/`_END` and
+//! `AIRFLOW_CTX_LOGICAL_DATE` (without an exported interval, the run is the instant of its
+//! logical date, as under Airflow 3's default cron timetable). Sources that disagree
+//! suppress; an explicit value never makes a replay look current. See [`env::vars`].
 //!
 //! # Errors
 //!
@@ -107,7 +110,7 @@ pub use journal::{
     Journal, JournalRecord, JsonlJournal, MemoryJournal, NoopJournal, TracingJournal,
 };
 pub use key::{IdempotencyKey, rfc3339};
-pub use policy::{Mode, OptIn, RecencyPolicy};
+pub use policy::{DEFAULT_CLOCK_SKEW, Mode, OptIn, RecencyPolicy};
 pub use retry::RetryPolicy;
 pub use run::{RunId, RunKind};
 pub use window::{Window, Windows};

@@ -40,15 +40,22 @@ impl std::str::FromStr for Mode {
     }
 }
 
-/// How old a window may be, per effect kind, before its effects are stale.
+/// How old a window may be, per effect kind, before its effects are stale, and how far
+/// in the future it may end.
 ///
 /// An effect is stale when `now - window.end > max_age(kind)`. Defaults: 6 h for every
 /// kind except alerts, which get 1 h. The gate applies this to every run kind.
+/// A window that ends more than the clock-skew allowance (5 min by default) after now is
+/// from the future, and suppressed whatever else holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecencyPolicy {
     default_max_age: TimeDelta,
     max_age: BTreeMap<EffectKind, TimeDelta>,
+    clock_skew: TimeDelta,
 }
+
+/// The default clock-skew allowance: 5 minutes.
+pub const DEFAULT_CLOCK_SKEW: TimeDelta = TimeDelta::minutes(5);
 
 impl Default for RecencyPolicy {
     fn default() -> Self {
@@ -64,6 +71,7 @@ impl Default for RecencyPolicy {
         RecencyPolicy {
             default_max_age: TimeDelta::hours(6),
             max_age,
+            clock_skew: DEFAULT_CLOCK_SKEW,
         }
     }
 }
@@ -80,6 +88,34 @@ impl RecencyPolicy {
         }
         self.max_age.insert(kind, max_age);
         Ok(self)
+    }
+
+    /// Sets the clock-skew allowance (default 5 min); a negative one is [`Error::Invalid`].
+    ///
+    /// It bounds how far in the future a window may end, and how far after the run's
+    /// logical date a window may start, before the gate calls it `future_window` or
+    /// `conflicting_context`.
+    pub fn with_clock_skew(mut self, skew: TimeDelta) -> Result<Self, Error> {
+        if skew < TimeDelta::zero() {
+            return Err(Error::invalid(
+                "clock_skew",
+                skew.to_string(),
+                "must not be negative",
+            ));
+        }
+        self.clock_skew = skew;
+        Ok(self)
+    }
+
+    /// The clock-skew allowance.
+    pub fn clock_skew(&self) -> TimeDelta {
+        self.clock_skew
+    }
+
+    /// Whether a window that ends at `window_end` lies in the future at `now`, beyond the
+    /// clock-skew allowance.
+    pub fn is_future(&self, window_end: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+        window_end - now > self.clock_skew
     }
 
     /// The max age of `kind` (custom kinds without a setting get 6 h).
@@ -230,6 +266,22 @@ mod tests {
             policy.max_age(&EffectKind::Custom("x".into())),
             TimeDelta::hours(6)
         );
+        assert_eq!(policy.clock_skew(), TimeDelta::minutes(5));
+        assert!(
+            policy
+                .clone()
+                .with_clock_skew(TimeDelta::seconds(-1))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn future_is_beyond_the_skew() {
+        let policy = RecencyPolicy::default();
+        let now = Utc.with_ymd_and_hms(2026, 9, 1, 0, 0, 0).unwrap();
+        assert!(!policy.is_future(now + TimeDelta::minutes(5), now));
+        assert!(policy.is_future(now + TimeDelta::minutes(5) + TimeDelta::seconds(1), now));
+        assert!(!policy.is_future(now - TimeDelta::days(1), now));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Half-open data windows `[start, end)` in UTC.
+//! Data windows in UTC: half-open `[start, end)`, or an instant `[t, t]`.
 
 use std::fmt;
 
@@ -7,11 +7,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::Error;
 
-/// A half-open interval of data time, `[start, end)`, in UTC.
+/// The data a run is about: a half-open interval `[start, end)` in UTC, or an instant `[t, t]`.
 ///
-/// **Architecture Invariant:** `start < end`. A window with `end <= start`
-/// cannot be built; [`Window::new`] returns [`Error::InvalidWindow`].
-/// Adjacent windows share a boundary and never overlap.
+/// **Architecture Invariant:** a window is never inverted. [`Window::new`] builds a
+/// half-open window and refuses `end <= start` with [`Error::InvalidWindow`];
+/// [`Window::instant`] builds the point in time that a run of Airflow 3's default cron
+/// timetable is about (its data interval has start = end = the moment the run was due).
+/// Adjacent half-open windows share a boundary and never overlap.
+///
+/// Recency is measured from [`Window::end`] (for an instant, from `t`), and the
+/// idempotency key hashes start and end (for an instant, `t` twice).
 ///
 /// ```
 /// use chrono::{TimeZone, Utc};
@@ -23,6 +28,10 @@ use crate::Error;
 /// )?;
 /// assert!(day.contains(Utc.with_ymd_and_hms(2026, 8, 5, 23, 59, 59).unwrap()));
 /// assert!(!day.contains(day.end()));
+///
+/// let tick = Window::instant(Utc.with_ymd_and_hms(2026, 8, 6, 1, 0, 0).unwrap());
+/// assert!(tick.is_instant() && tick.start() == tick.end());
+/// assert_eq!(tick.to_string(), "[2026-08-06T01:00:00Z, 2026-08-06T01:00:00Z]");
 /// # Ok::<(), replaysafe_core::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -43,7 +52,7 @@ struct RawWindow {
 impl TryFrom<RawWindow> for Window {
     type Error = Error;
     fn try_from(raw: RawWindow) -> Result<Self, Error> {
-        Window::new(raw.start, raw.end)
+        Window::from_bounds(raw.start, raw.end)
     }
 }
 
@@ -65,29 +74,56 @@ impl Window {
         Ok(Window { start, end })
     }
 
+    /// The instant `[t, t]`: a run about one point in time.
+    pub fn instant(t: DateTime<Utc>) -> Self {
+        Window { start: t, end: t }
+    }
+
+    /// `[start, end)` when `start < end`, the instant `[t, t]` when they are equal;
+    /// an inverted pair is [`Error::InvalidWindow`].
+    pub fn from_bounds(start: DateTime<Utc>, end: DateTime<Utc>) -> Result<Self, Error> {
+        if start == end {
+            Ok(Window::instant(start))
+        } else {
+            Window::new(start, end)
+        }
+    }
+
+    /// Whether this is an instant (`start == end`).
+    pub fn is_instant(&self) -> bool {
+        self.start == self.end
+    }
+
     /// Inclusive start.
     pub fn start(&self) -> DateTime<Utc> {
         self.start
     }
 
-    /// Exclusive end.
+    /// Exclusive end; for an instant, the instant itself.
     pub fn end(&self) -> DateTime<Utc> {
         self.end
     }
 
-    /// `end - start`, always positive.
+    /// `end - start`: positive, or zero for an instant.
     pub fn duration(&self) -> TimeDelta {
         self.end - self.start
     }
 
-    /// Whether `instant` lies in `[start, end)`.
+    /// Whether `instant` lies in `[start, end)`, or equals `t` for an instant.
     pub fn contains(&self, instant: DateTime<Utc>) -> bool {
+        if self.is_instant() {
+            return instant == self.start;
+        }
         self.start <= instant && instant < self.end
     }
 
     /// Whether the two windows share any instant.
     pub fn overlaps(&self, other: &Window) -> bool {
-        self.start < other.end && other.start < self.end
+        match (self.is_instant(), other.is_instant()) {
+            (true, _) => other.contains(self.start),
+            (false, true) => self.contains(other.start),
+            (false, false) => self.start < other.end && other.start < self.end,
+        }
     }
 
     /// Whether `step` divides the window into whole steps, with no short last window.
@@ -105,6 +141,7 @@ impl Window {
     /// When `step` does not divide the range evenly the **last window is
     /// short** and ends at `end`; [`Window::is_aligned_to`] tells in advance.
     /// A step that is zero or negative is [`Error::InvalidStep`].
+    /// An instant splits into itself.
     ///
     /// ```
     /// use chrono::{TimeDelta, TimeZone, Utc};
@@ -127,6 +164,7 @@ impl Window {
             next_start: self.start,
             end: self.end,
             step,
+            instant_pending: self.is_instant(),
         })
     }
 }
@@ -135,9 +173,10 @@ impl fmt::Display for Window {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "[{}, {})",
+            "[{}, {}{}",
             self.start.to_rfc3339_opts(SecondsFormat::AutoSi, true),
-            self.end.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+            self.end.to_rfc3339_opts(SecondsFormat::AutoSi, true),
+            if self.is_instant() { "]" } else { ")" }
         )
     }
 }
@@ -148,12 +187,16 @@ pub struct Windows {
     next_start: DateTime<Utc>,
     end: DateTime<Utc>,
     step: TimeDelta,
+    instant_pending: bool,
 }
 
 impl Iterator for Windows {
     type Item = Window;
 
     fn next(&mut self) -> Option<Window> {
+        if std::mem::take(&mut self.instant_pending) {
+            return Some(Window::instant(self.next_start));
+        }
         if self.next_start >= self.end {
             return None;
         }
@@ -203,6 +246,27 @@ mod tests {
         }
         assert!(!range.is_aligned_to(TimeDelta::days(1)));
         assert!(range.is_aligned_to(TimeDelta::hours(1)));
+    }
+
+    #[test]
+    fn instants_are_points_in_time() {
+        let tick = Window::instant(at(6, 1));
+        assert!(tick.is_instant());
+        assert_eq!(tick.duration(), TimeDelta::zero());
+        assert!(tick.contains(at(6, 1)) && !tick.contains(at(6, 2)));
+        let day = Window::new(at(6, 0), at(7, 0)).unwrap();
+        assert!(tick.overlaps(&day) && day.overlaps(&tick));
+        assert!(
+            !Window::instant(at(7, 0)).overlaps(&day),
+            "the end is excluded"
+        );
+        assert!(tick.overlaps(&tick) && !tick.overlaps(&Window::instant(at(6, 2))));
+        let parts: Vec<_> = tick.split(TimeDelta::hours(1)).unwrap().collect();
+        assert_eq!(parts, [tick]);
+        assert_eq!(Window::from_bounds(at(6, 1), at(6, 1)).unwrap(), tick);
+        assert!(Window::from_bounds(at(6, 2), at(6, 1)).is_err());
+        let json = serde_json::to_string(&tick).unwrap();
+        assert_eq!(serde_json::from_str::<Window>(&json).unwrap(), tick);
     }
 
     #[test]

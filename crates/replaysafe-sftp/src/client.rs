@@ -13,9 +13,10 @@ use replaysafe_core::{
 };
 use secrecy::SecretString;
 
+use crate::config::Config;
 use crate::effect::{FileDrop, Receipt};
 use crate::error::Kind;
-use crate::session::Connection;
+use crate::pool::Shared;
 use crate::{Error, name};
 
 /// An SFTP client that drops files atomically into one remote directory.
@@ -26,64 +27,6 @@ use crate::{Error, name};
 #[derive(Clone)]
 pub struct SftpClient {
     shared: Arc<Shared>,
-}
-
-/// What clones of a client share: the configuration, idle sessions, and the temporary
-/// files that could not be removed yet.
-pub(crate) struct Shared {
-    pub(crate) config: Config,
-    pub(crate) idle: Mutex<Vec<Connection>>,
-    /// Final remote path → temporary files left behind by failed uploads to it.
-    pub(crate) leftovers: Mutex<HashMap<String, Vec<String>>>,
-}
-
-pub(crate) struct Config {
-    pub(crate) host: String,
-    pub(crate) port: u16,
-    pub(crate) user: String,
-    pub(crate) private_key: PathBuf,
-    pub(crate) passphrase: Option<SecretString>,
-    pub(crate) known_hosts: PathBuf,
-    /// Without trailing slashes (except `/` itself).
-    pub(crate) remote_dir: String,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) timeout: Duration,
-    pub(crate) overwrite: bool,
-    pub(crate) host_key_algorithms: Option<String>,
-    pub(crate) max_idle_sessions: usize,
-}
-
-impl Config {
-    /// The remote path of `name` in the remote directory.
-    pub(crate) fn remote_path(&self, name: &str) -> String {
-        match self.remote_dir.as_str() {
-            "." => name.to_owned(),
-            "/" => format!("/{name}"),
-            dir => format!("{dir}/{name}"),
-        }
-    }
-
-    /// `sftp://host[:port]/dir/name`, without user or credentials; a directory relative
-    /// to the login directory is written under `~`.
-    pub(crate) fn target(&self, name: &str) -> String {
-        let host = if self.host.contains(':') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        };
-        let port = if self.port == 22 {
-            String::new()
-        } else {
-            format!(":{}", self.port)
-        };
-        let dir = match self.remote_dir.as_str() {
-            "/" => String::new(),
-            "." => "/~".to_owned(),
-            dir if dir.starts_with('/') => dir.to_owned(),
-            dir => format!("/~/{dir}"),
-        };
-        format!("sftp://{host}{port}{dir}/{name}")
-    }
 }
 
 impl fmt::Debug for SftpClient {

@@ -75,9 +75,11 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod client;
+mod config;
 mod effect;
 mod error;
 mod name;
+mod pool;
 mod session;
 mod upload;
 

@@ -8,85 +8,14 @@ use secrecy::ExposeSecret;
 use ssh2::{CheckResult, HashType, KnownHostFileKind, MethodType, Session, Sftp};
 
 use crate::Error;
-use crate::client::{Config, Shared};
-use crate::error::{Kind, breaks_session};
+use crate::config::Config;
+use crate::error::Kind;
 
 /// An authenticated session with its SFTP channel.
 pub(crate) struct Connection {
     // Declared first so it is dropped before the session it runs on.
     pub(crate) sftp: Sftp,
     pub(crate) session: Session,
-}
-
-impl Shared {
-    /// An idle session if there is one (`true`), else a new one (`false`).
-    pub(crate) fn checkout(&self) -> Result<(Connection, bool), Error> {
-        let idle = self
-            .idle
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .pop();
-        match idle {
-            Some(connection) => {
-                tracing::trace!(
-                    target: "replaysafe_sftp",
-                    host = %self.config.host,
-                    port = self.config.port,
-                    "reusing an idle session"
-                );
-                Ok((connection, true))
-            }
-            None => Ok((connect(&self.config)?, false)),
-        }
-    }
-
-    /// Keeps `connection` for a later drop, unless enough are kept already.
-    pub(crate) fn checkin(&self, connection: Connection) {
-        let mut idle = self
-            .idle
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if idle.len() < self.config.max_idle_sessions {
-            idle.push(connection);
-        }
-    }
-
-    /// Runs `operation` on a session: an idle one when there is one, retried once on a
-    /// fresh session when the idle one turns out to be dead. Healthy sessions go back to
-    /// the idle list.
-    pub(crate) fn with_session<T>(
-        &self,
-        mut operation: impl FnMut(&Connection) -> Result<T, Error>,
-    ) -> Result<T, Error> {
-        let (connection, reused) = self.checkout()?;
-        let result = operation(&connection);
-        match result {
-            Err(error) if reused && breaks_session(error.kind()) => {
-                tracing::debug!(
-                    target: "replaysafe_sftp",
-                    host = %self.config.host,
-                    port = self.config.port,
-                    "an idle session had gone ({error}); reconnecting"
-                );
-                drop(connection);
-                let connection = connect(&self.config)?;
-                let result = operation(&connection);
-                self.release(connection, &result);
-                result
-            }
-            result => {
-                self.release(connection, &result);
-                result
-            }
-        }
-    }
-
-    fn release<T>(&self, connection: Connection, result: &Result<T, Error>) {
-        match result {
-            Err(error) if breaks_session(error.kind()) => drop(connection),
-            _ => self.checkin(connection),
-        }
-    }
 }
 
 /// Opens a session: connect, handshake, verify the host key, authenticate, start SFTP.

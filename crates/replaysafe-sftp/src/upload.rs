@@ -9,9 +9,9 @@ use sha2::{Digest, Sha256};
 use ssh2::{OpenFlags, OpenType, RenameFlags};
 
 use crate::Error;
-use crate::client::Shared;
 use crate::effect::{Content, DropStatus, Receipt};
 use crate::error::{Kind, breaks_session, is_not_found};
+use crate::pool::Shared;
 use crate::session::Connection;
 
 /// Block size for streaming local files and reading remote files back; libssh2 pipelines

@@ -3,4 +3,5 @@
 mod cli;
 mod send;
 mod snapshots;
+mod sources;
 mod support;

@@ -11,10 +11,10 @@ use chrono::{TimeDelta, Utc};
 use replaysafe_core::journal::{JournalDecision, JournalReader};
 
 /// Requests the receiver got: headers and body.
-type Received = Arc<Mutex<Vec<(HeaderMap, String)>>>;
+pub(crate) type Received = Arc<Mutex<Vec<(HeaderMap, String)>>>;
 
 /// An HTTP receiver on 127.0.0.1:0, on its own thread, answering 200 to every POST.
-fn receiver() -> (SocketAddr, Received) {
+pub(crate) fn receiver() -> (SocketAddr, Received) {
     let received: Received = Arc::default();
     let state = received.clone();
     let (ready, address) = std::sync::mpsc::channel();
@@ -41,7 +41,7 @@ fn receiver() -> (SocketAddr, Received) {
     (address.recv().unwrap(), received)
 }
 
-fn clean_command() -> Command {
+pub(crate) fn clean_command() -> Command {
     let mut command = Command::cargo_bin("replaysafe").unwrap();
     for (key, _) in std::env::vars() {
         if key.starts_with("REPLAYSAFE_") || key.starts_with("AIRFLOW_CTX_") {

@@ -95,6 +95,7 @@ fn plan_formats() {
         pipeline: "daily_orders".into(),
         range: Window::new(start, start + TimeDelta::days(3) + TimeDelta::hours(12)).unwrap(),
         every: TimeDelta::days(1),
+        instants: false,
         kind: RunKind::Scheduled,
         now: start + TimeDelta::days(3) + TimeDelta::hours(14),
         max_age: vec![(EffectKind::Email, TimeDelta::hours(12))],
@@ -106,4 +107,29 @@ fn plan_formats() {
     for (format, format_name) in FORMATS {
         insta::assert_snapshot!(format!("plan_{format_name}"), plan::render(&built, format));
     }
+}
+
+#[test]
+fn plan_of_instants() {
+    // Airflow 3's default cron timetable: every run is the instant it was due.
+    let start = Utc.with_ymd_and_hms(2026, 11, 28, 0, 0, 0).unwrap();
+    let request = plan::Request {
+        pipeline: "daily_orders".into(),
+        range: Window::new(start, start + TimeDelta::days(4)).unwrap(),
+        every: TimeDelta::days(1),
+        instants: true,
+        kind: RunKind::Scheduled,
+        now: start + TimeDelta::days(3) + TimeDelta::hours(2),
+        max_age: vec![],
+        effects: vec![EffectKind::Email, EffectKind::Alert],
+    };
+    let built = plan::build(&request).unwrap();
+    assert_eq!(built.windows.len(), 4);
+    assert!(built.windows.iter().all(|w| w.start == w.end));
+    // Only the latest tick (two hours ago) is current for email; alerts (1 h) are stale.
+    assert_eq!(
+        built.deliver_counts,
+        [("email".to_owned(), 1), ("alert".to_owned(), 0)]
+    );
+    insta::assert_snapshot!("plan_instants_table", plan::render(&built, Format::Table));
 }

@@ -230,7 +230,7 @@ fn malformed_values_are_typed_errors_naming_the_variable() {
 }
 
 #[test]
-fn inverted_or_empty_window_is_a_typed_error() {
+fn inverted_window_is_a_typed_error_and_an_empty_one_an_instant() {
     let err = resolve(&[
         ("REPLAYSAFE_PIPELINE", "p"),
         ("REPLAYSAFE_RUN_ID", "r"),
@@ -238,10 +238,14 @@ fn inverted_or_empty_window_is_a_typed_error() {
         ("REPLAYSAFE_WINDOW_END", "2026-08-05T00:00:00Z"),
     ])
     .unwrap_err();
-    assert!(matches!(err, Error::EmptyWindow { .. }), "{err:?}");
+    assert!(matches!(err, Error::InvertedWindow { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("REPLAYSAFE_WINDOW_START/_END"),
+        "{err}"
+    );
 
-    // What a real Airflow 3 manual run exports: start equal to end.
-    let err = resolve(&[
+    // What a real Airflow 3 manual run exports through the hook: start equal to end.
+    let cx = resolve(&[
         ("AIRFLOW_CTX_DAG_ID", "daily_orders"),
         (
             "AIRFLOW_CTX_DAG_RUN_ID",
@@ -253,12 +257,9 @@ fn inverted_or_empty_window_is_a_typed_error() {
         ),
         ("AIRFLOW_CTX_DATA_INTERVAL_END", "2026-11-28T00:00:00+00:00"),
     ])
-    .unwrap_err()
-    .to_string();
-    assert!(
-        err.contains("REPLAYSAFE_WINDOW_START") && err.contains("get_airflow_context_vars"),
-        "{err}"
-    );
+    .unwrap();
+    assert!(cx.window().is_instant());
+    assert_eq!(cx.window().start(), at(2026, 11, 28, 0));
 }
 
 #[test]

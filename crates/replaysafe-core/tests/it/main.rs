@@ -5,4 +5,5 @@ mod gate;
 mod guard;
 mod journal;
 mod keys;
+mod sources;
 mod support;
