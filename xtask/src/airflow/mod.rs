@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 
 use crate::services::{Process, free_port};
 use crate::system::{cargo, exec, root, target_dir};
-use receiver::Receiver;
+use receiver::{Receiver, Request};
 use rest::{Api, segment};
 
 /// The Airflow release checked against; bump deliberately.
@@ -518,16 +518,16 @@ impl World<'_> {
             .collect())
     }
 
-    /// How many requests the receiver got from this run (on the DAG's path, naming the run).
-    fn requests_from(&self, dag: &str, run: &Run) -> anyhow::Result<usize> {
+    /// The requests the receiver got from this run (on the DAG's path, naming the run).
+    fn requests_from(&self, dag: &str, run: &Run) -> anyhow::Result<Vec<Request>> {
         let path = format!("/hooks/{dag}");
         let needle = format!("\"{}\"", run.id);
         Ok(self
             .receiver
             .requests()?
-            .iter()
+            .into_iter()
             .filter(|request| request.path == path && request.body.contains(&needle))
-            .count())
+            .collect())
     }
 
     /// The run's task folder (journal, context, environment).
@@ -569,7 +569,7 @@ impl World<'_> {
             states == ["success"],
             format!("task states {states:?}"),
         );
-        let requests = self.requests_from(dag, run)?;
+        let requests = self.requests_from(dag, run)?.len();
         checks.record(
             &format!(
                 "{case} receiver got {expected_requests} request(s) from {}",
@@ -690,6 +690,34 @@ fn case_scheduled(
     );
     world.check_run(checks, case, PROBE, run, 1)?;
     world.check_journal(checks, case, PROBE, run, "delivered", &[]);
+    // The receiver can drop a repeat: the request carries the key the journal recorded.
+    let journaled: Vec<String> = world
+        .journal(PROBE, run)
+        .unwrap_or_default()
+        .iter()
+        .filter(|record| record["decision"] == "delivered")
+        .map(|record| {
+            format!(
+                "\"{}\"",
+                record["effect"]["idempotency_key"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    let sent: Vec<String> = world
+        .requests_from(PROBE, run)?
+        .iter()
+        .map(|request| {
+            request.headers["idempotency-key"]
+                .as_str()
+                .unwrap_or("none")
+                .to_owned()
+        })
+        .collect();
+    checks.record(
+        &format!("{case} the request's Idempotency-Key is the journaled key"),
+        !sent.is_empty() && sent == journaled,
+        format!("sent {sent:?}, journaled {journaled:?}"),
+    );
     Ok(Some(run.logical_date))
 }
 
@@ -797,8 +825,20 @@ fn print_shapes(out: &Path) -> anyhow::Result<()> {
         let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
         print!("{}", read("env.txt"));
         let status = read("context.rc");
-        println!("replaysafe context --json: exit {}", status.trim());
-        print!("{}{}", read("context.json"), read("context.err"));
+        let context = read("context.json");
+        // One line, without the per-kind decisions: the shape is what matters here.
+        let shown = match serde_json::from_str::<Value>(&context) {
+            Ok(Value::Object(mut fields)) => {
+                fields.remove("decisions");
+                Value::Object(fields).to_string()
+            }
+            _ => context,
+        };
+        println!(
+            "replaysafe context --json (exit {}): {shown}",
+            status.trim()
+        );
+        print!("{}", read("context.err"));
     }
     Ok(())
 }

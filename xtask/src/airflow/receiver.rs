@@ -27,6 +27,8 @@ pub(crate) struct Receiver {
 #[derive(Debug, Clone)]
 pub(crate) struct Request {
     pub(crate) path: String,
+    /// Header names are lower case.
+    pub(crate) headers: serde_json::Value,
     pub(crate) body: String,
 }
 
@@ -77,6 +79,7 @@ impl Receiver {
                     .with_context(|| format!("{}: not JSON: {line}", self.log.display()))?;
                 Ok(Request {
                     path: value["path"].as_str().unwrap_or_default().to_owned(),
+                    headers: value["headers"].clone(),
                     body: value["body"].as_str().unwrap_or_default().to_owned(),
                 })
             })
@@ -171,6 +174,7 @@ mod tests {
         let requests = receiver.requests().unwrap();
         assert_eq!(requests.len(), 2);
         assert_eq!(requests[0].path, "/hooks/x");
+        assert_eq!(requests[0].headers["content-length"], "14");
         assert_eq!(requests[1].body, r#"{"run_id":"b"}"#);
         drop(receiver);
         std::fs::remove_dir_all(&dir).unwrap();
