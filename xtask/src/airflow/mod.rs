@@ -20,6 +20,7 @@ mod rest;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -44,6 +45,17 @@ const START_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long the runs of one case may take to finish.
 const RUN_TIMEOUT: Duration = Duration::from_secs(240);
 
+/// Set by Ctrl-C or SIGTERM.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Fails once Ctrl-C or SIGTERM arrived.
+fn not_interrupted() -> anyhow::Result<()> {
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        bail!("interrupted");
+    }
+    Ok(())
+}
+
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     if let Some(unknown) = args.first() {
         bail!("cargo xtask airflow takes no arguments (got {unknown:?})");
@@ -53,6 +65,9 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
 
 /// Runs the whole check; fails when any check failed or the setup broke.
 pub(crate) fn check() -> anyhow::Result<()> {
+    // Ctrl-C or SIGTERM ends the check through its normal path, which stops Airflow.
+    // (When a handler is already installed, the check runs without this one.)
+    let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
     let started = Instant::now();
     let mut steps = Steps::default();
     let mut checks = Checks::default();
@@ -170,12 +185,14 @@ fn drive(steps: &mut Steps, checks: &mut Checks) -> anyhow::Result<()> {
             );
             None
         });
+    not_interrupted()?;
     let result = steps.time("case (b) airflow backfill create of three ticks", || {
         case_backfill(&mut deployment, &airflow, &world, &logs, latest, checks)
     });
     if let Err(error) = result {
         checks.record("(b) the backfill finished", false, format!("{error:#}"));
     }
+    not_interrupted()?;
     let result = steps.time("case (c) catch-up run three days late", || {
         case_catchup(&mut deployment, &world, checks)
     });
@@ -388,7 +405,9 @@ impl Deployment {
         };
         for name in ["api-server", "dag-processor", "scheduler"] {
             let log = logs.join(format!("{name}.log"));
-            let process = Process::spawn(name, airflow.command().arg(name), &log, "TERM")?
+            // Each in its own process group: a stop also ends the workers and log servers
+            // they fork, and Ctrl-C reaches xtask alone, which then stops them in order.
+            let process = Process::spawn_group(name, airflow.command().arg(name), &log, "TERM")?
                 .with_grace(Duration::from_secs(30));
             eprintln!("xtask airflow: started {name} (pid {})", process.id());
             deployment.processes.insert(0, (process, log));
@@ -425,6 +444,9 @@ impl Deployment {
     ) -> anyhow::Result<T> {
         let started = Instant::now();
         loop {
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                bail!("interrupted while waiting for {what}");
+            }
             if let Some(value) = probe()? {
                 eprintln!(
                     "xtask airflow: {what}: after {:.1} s",
