@@ -408,7 +408,7 @@ impl Deployment {
             // Each in its own process group: a stop also ends the workers and log servers
             // they fork, and Ctrl-C reaches xtask alone, which then stops them in order.
             let process = Process::spawn_group(name, airflow.command().arg(name), &log, "TERM")?
-                .with_grace(Duration::from_secs(30));
+                .with_grace(Duration::from_secs(15));
             eprintln!("xtask airflow: started {name} (pid {})", process.id());
             deployment.processes.insert(0, (process, log));
         }
