@@ -1,4 +1,4 @@
-//! `cargo xtask demo`: the daily orders pipeline of the recovery chapter, written
+//! `cargo xtask demo`: the daily orders pipeline, written
 //! against replaysafe, run three times.
 //!
 //! 1. **The current window** (yesterday, `[today − 1 day, today)` UTC), scheduled. Its

@@ -1,4 +1,4 @@
-//! The daily orders pipeline of the recovery chapter, on SQLite: source orders with late
+//! The daily orders pipeline, on SQLite: source orders with late
 //! and corrected records, a curated table loaded with a guarded upsert, a run ledger,
 //! and chunked loading with a checkpoint committed in the same transaction as its chunk.
 //!
@@ -120,7 +120,7 @@ pub(crate) struct Checkpoint {
     pub(crate) status: String,
 }
 
-/// What verification found; the chapter's acceptance checks.
+/// What verification found; the acceptance checks.
 #[derive(Clone, Debug, serde::Serialize)]
 pub(crate) struct Verification {
     /// Rows in the curated table.
@@ -154,7 +154,7 @@ fn db_time(instant: DateTime<Utc>) -> String {
     instant.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
-/// The batch key of a window, as in the chapter: `daily_orders__2026-08-05`.
+/// The batch key of a window, for example `daily_orders__2026-08-05`.
 pub(crate) fn batch_key(cx: &ReplayContext) -> String {
     format!(
         "{}__{}",
@@ -294,7 +294,7 @@ impl OrdersDb {
     /// Loads the window into the curated table in chunks of [`CHUNK_ROWS`], each chunk
     /// committed with its checkpoint, resuming after the last committed chunk of an
     /// unfinished earlier attempt. With `fail_after_first_chunk` it stops with an error
-    /// once the first chunk is committed: the chapter's deliberate failure.
+    /// once the first chunk is committed: a deliberate failure.
     pub(crate) fn load_window(
         &self,
         cx: &ReplayContext,
@@ -469,7 +469,7 @@ impl OrdersDb {
         Ok(csv)
     }
 
-    /// The chapter's acceptance checks: uniqueness, freshness of every row against its
+    /// The acceptance checks: uniqueness, freshness of every row against its
     /// source, reconciliation of counts and sums, and one terminal status per run.
     pub(crate) fn verify(&self) -> anyhow::Result<Verification> {
         let count = |sql: &str| -> anyhow::Result<i64> {

@@ -2,7 +2,7 @@
 //! kind of run it is.
 //!
 //! The same [`run_window`] serves the scheduled run, its retry and every window of a
-//! backfill: the chapter's rule ("use the same tested transformation and write path as
+//! backfill: the rule ("use the same tested transformation and write path as
 //! the scheduled pipeline") applied to side effects too. Only the [`ReplayContext`]
 //! differs, and the gate reads it.
 

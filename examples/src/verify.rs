@@ -1,4 +1,4 @@
-//! Verification in the chapter's spirit, extended to side effects: the data checks
+//! Verification of the data and, beside it, of the side effects: the data checks
 //! (reconciliation, uniqueness, freshness, ledger, checkpoint), the effect checks
 //! (delivered only for the current window and the opted-in kind) and what the receivers
 //! hold, written as a machine-readable summary next to the journal.
@@ -387,7 +387,7 @@ pub(crate) fn summarize(
     })
 }
 
-/// The data, as the chapter verifies it.
+/// The data, as a backfill's acceptance checks verify it.
 fn check_data(
     checks: &mut Checks,
     plan: &Plan,

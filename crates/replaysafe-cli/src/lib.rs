@@ -1,8 +1,9 @@
 //! The `replaysafe` command line: reviewers' reports and diffs of journals, backfill
 //! plans, the resolved context of a run, and the gate for shell scripts.
 //!
-//! The binary is documented by `replaysafe --help`; this library holds its commands so
-//! they can be tested and benchmarked directly.
+//! The binary is documented by `replaysafe --help`. This library is its implementation,
+//! split out only so the commands can be tested and benchmarked directly: it is not
+//! published and not an API, and may change in any release.
 //!
 //! Exit codes: 0 success (a suppressed `send` is a success), 1 a negative answer
 //! (`diff` found differences, `send` failed to deliver), 2 bad input or an I/O error.

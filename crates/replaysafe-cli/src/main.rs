@@ -123,30 +123,37 @@ enum Command {
 enum SendCommand {
     /// Send a JSON webhook (Standard Webhooks signing with --secret-env).
     #[command(
-        after_help = "Exit 0 when delivered or suppressed (one line on stderr says which and why).\n\nExample:\n  REPLAYSAFE_JOURNAL=journal.jsonl replaysafe send webhook --url https://partner.example/hooks \\\n    --event-type orders.published --data @totals.json --secret-env PARTNER_WEBHOOK_SECRET"
+        after_help = "Exit 0 when delivered or suppressed (one line on stderr says which and why).\n\nThe URL's query string is sent but never printed or journaled. When the path itself is a secret (a Slack incoming webhook, say), read the URL with --url-env and pass --redact origin or --redact hashed.\n\nExample:\n  REPLAYSAFE_JOURNAL=journal.jsonl replaysafe send webhook --url https://partner.example/hooks \\\n    --event-type orders.published --data @totals.json --secret-env PARTNER_WEBHOOK_SECRET"
     )]
+    #[command(group(clap::ArgGroup::new("endpoint").required(true).args(["url", "url_env"])))]
     Webhook {
         /// Endpoint URL.
-        #[arg(long)]
-        url: String,
+        #[arg(long, value_parser = send::Utf8Text)]
+        url: Option<String>,
+        /// Environment variable holding the whole endpoint URL (instead of --url).
+        #[arg(long, value_name = "VARIABLE", value_parser = send::Utf8Text)]
+        url_env: Option<String>,
         /// Event type; also the message type of the effect.
-        #[arg(long)]
+        #[arg(long, value_parser = send::Utf8Text)]
         event_type: String,
         /// JSON body, or @FILE to read it from a file.
-        #[arg(long)]
+        #[arg(long, value_parser = send::Utf8Text)]
         data: String,
         /// A plain header, NAME:VALUE (repeatable); secrets go in --secret-header-env.
-        #[arg(long = "header", value_parser = parse_header)]
-        headers: Vec<(String, String)>,
+        #[arg(long = "header", value_name = "NAME:VALUE", value_parser = send::Utf8Text)]
+        headers: Vec<String>,
         /// A header whose value is read from an environment variable, NAME=VARIABLE (repeatable).
-        #[arg(long = "secret-header-env", value_parser = parse_assignment)]
-        secret_headers: Vec<(String, String)>,
+        #[arg(long = "secret-header-env", value_name = "NAME=VARIABLE", value_parser = send::Utf8Text)]
+        secret_headers: Vec<String>,
         /// Environment variable holding a whsec_ signing secret.
-        #[arg(long)]
+        #[arg(long, value_name = "VARIABLE", value_parser = send::Utf8Text)]
         secret_env: Option<String>,
-        /// Host (or IP) the SSRF guard lets through even if internal (repeatable).
-        #[arg(long = "allow-host")]
+        /// Host, IP address or CIDR network (127.0.0.0/8, ::1/128) the SSRF guard lets through even if internal (repeatable).
+        #[arg(long = "allow-host", value_name = "HOST|CIDR", value_parser = send::Utf8Text)]
         allow_hosts: Vec<String>,
+        /// How the endpoint appears on stderr and in the journal: full (scheme, host, port and path), origin (scheme, host and port) or hashed.
+        #[arg(long, value_enum, default_value = "full")]
+        redact: send::Redact,
         /// Journal path (default: REPLAYSAFE_JOURNAL).
         #[arg(long)]
         journal: Option<PathBuf>,
@@ -156,54 +163,43 @@ enum SendCommand {
         after_help = "Exit 0 when delivered or suppressed (one line per recipient on stderr says which and why).\n\nExample:\n  REPLAYSAFE_JOURNAL=journal.jsonl replaysafe send email --smtp smtp://mail.internal:587 --starttls \\\n    --user reports --password-env SMTP_PASSWORD --from reports@shop.example --to ana@shop.example \\\n    --subject 'Orders for 2026-08-05' --body @summary.txt --message-type daily_summary"
     )]
     Email {
-        /// SMTP server, smtp://HOST:PORT.
-        #[arg(long)]
+        /// SMTP server, smtp://HOST:PORT (no credentials in it: use --user and --password-env).
+        #[arg(long, value_parser = send::Utf8Text)]
         smtp: String,
         /// Require STARTTLS (without it, plain SMTP is allowed to loopback hosts only).
         #[arg(long)]
         starttls: bool,
         /// Login user.
-        #[arg(long)]
+        #[arg(long, value_parser = send::Utf8Text)]
         user: Option<String>,
         /// Environment variable holding the password.
-        #[arg(long)]
+        #[arg(long, value_name = "VARIABLE", value_parser = send::Utf8Text)]
         password_env: Option<String>,
         /// Extra trusted root certificate, PEM.
         #[arg(long)]
         ca_file: Option<PathBuf>,
         /// Sender address.
-        #[arg(long)]
+        #[arg(long, value_parser = send::Utf8Text)]
         from: String,
         /// Recipient (repeatable).
-        #[arg(long, required = true)]
+        #[arg(long, required = true, value_parser = send::Utf8Text)]
         to: Vec<String>,
         /// Subject.
-        #[arg(long)]
+        #[arg(long, value_parser = send::Utf8Text)]
         subject: String,
         /// Text body, or @FILE.
-        #[arg(long)]
+        #[arg(long, value_parser = send::Utf8Text)]
         body: String,
         /// Message type (part of the idempotency key).
-        #[arg(long, default_value = "notification")]
+        #[arg(long, default_value = "notification", value_parser = send::Utf8Text)]
         message_type: String,
+        /// How recipients appear on stderr and in the journal: origin (*@domain), hashed, or full (the whole address, which is personal data).
+        #[arg(long, value_enum, default_value = "origin")]
+        redact: send::Redact,
         /// Journal path (default: REPLAYSAFE_JOURNAL).
         #[arg(long)]
         journal: Option<PathBuf>,
     },
-}
-
-fn parse_header(text: &str) -> Result<(String, String), String> {
-    let (name, value) = text
-        .split_once(':')
-        .ok_or_else(|| format!("{text:?} is not NAME:VALUE"))?;
-    Ok((name.trim().to_owned(), value.trim().to_owned()))
-}
-
-fn parse_assignment(text: &str) -> Result<(String, String), String> {
-    let (name, variable) = text
-        .split_once('=')
-        .ok_or_else(|| format!("{text:?} is not NAME=VARIABLE"))?;
-    Ok((name.trim().to_owned(), variable.trim().to_owned()))
 }
 
 fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
@@ -349,17 +345,24 @@ async fn run_send(command: SendCommand) -> anyhow::Result<send::Ended> {
     match command {
         SendCommand::Webhook {
             url,
+            url_env,
             event_type,
             data,
             headers,
             secret_headers,
             secret_env,
             allow_hosts,
+            redact,
             journal,
         } => {
             let text = send::text_or_file("--data", &data)?;
             let data: serde_json::Value = serde_json::from_str(&text)
                 .map_err(|e| anyhow::anyhow!("--data: not valid JSON ({e})"))?;
+            let url = match (url, url_env) {
+                (Some(url), _) => send::UrlSource::Flag(url),
+                (None, Some(variable)) => send::UrlSource::Env(variable),
+                (None, None) => anyhow::bail!("--url or --url-env is required"),
+            };
             let request = send::WebhookRequest {
                 url,
                 event_type,
@@ -368,6 +371,7 @@ async fn run_send(command: SendCommand) -> anyhow::Result<send::Ended> {
                 secret_headers,
                 secret_env,
                 allow_hosts,
+                redact,
             };
             send::webhook(request, journal.as_deref()).await
         }
@@ -382,6 +386,7 @@ async fn run_send(command: SendCommand) -> anyhow::Result<send::Ended> {
             subject,
             body,
             message_type,
+            redact,
             journal,
         } => {
             let body = send::text_or_file("--body", &body)?;
@@ -396,6 +401,7 @@ async fn run_send(command: SendCommand) -> anyhow::Result<send::Ended> {
                 subject,
                 body,
                 message_type,
+                redact,
             };
             send::email(request, journal.as_deref()).await
         }

@@ -290,7 +290,9 @@ pub enum TargetRedaction {
     /// As the adapter described it (already without credentials or query strings).
     #[default]
     Full,
-    /// Only the domain: `*@example.com` for addresses, `https://host` for URLs, hashed otherwise.
+    /// Only the domain: `*@example.com` for addresses, the origin for URLs (scheme, host
+    /// and port, as in `https://host:8443`: no credential, path or query), hashed otherwise.
+    /// What `replaysafe send --redact origin` chooses.
     DomainOnly,
     /// `sha256:` and the first 16 hex characters of the target's SHA-256: joinable, not readable.
     Hashed,
@@ -303,6 +305,10 @@ impl TargetRedaction {
     /// use replaysafe_core::TargetRedaction;
     /// assert_eq!(TargetRedaction::DomainOnly.apply("ana@shop.example"), "*@shop.example");
     /// assert_eq!(TargetRedaction::DomainOnly.apply("https://partner.example/hooks/7"), "https://partner.example");
+    /// assert_eq!(
+    ///     TargetRedaction::DomainOnly.apply("http://[::1]:8080/services/T0/B0/s3cret"),
+    ///     "http://[::1]:8080"
+    /// );
     /// assert!(TargetRedaction::Hashed.apply("ana@shop.example").starts_with("sha256:"));
     /// ```
     pub fn apply(self, target: &str) -> Cow<'_, str> {
@@ -355,7 +361,7 @@ impl Default for RedactionPolicy {
 
 impl RedactionPolicy {
     /// A policy with the given target redaction that shows summaries.
-    pub fn new(target: TargetRedaction) -> Self {
+    pub const fn new(target: TargetRedaction) -> Self {
         RedactionPolicy {
             target,
             summary: true,

@@ -114,7 +114,3 @@ pub use policy::{DEFAULT_CLOCK_SKEW, Mode, OptIn, RecencyPolicy};
 pub use retry::RetryPolicy;
 pub use run::{RunId, RunKind};
 pub use window::{Window, Windows};
-
-// Used by the crate-level example only.
-#[cfg(test)]
-use thiserror as _;

@@ -141,7 +141,8 @@ impl RecencyPolicy {
 ///
 /// It names the effect kinds (and optionally the exact targets) it covers, why, who
 /// approved it, and when it expires. It lifts `replay_run`, `replay_flag` and
-/// `stale_window`; it never lifts `dry_run`, `unknown_context` or `conflicting_context`.
+/// `stale_window`; it never lifts `dry_run`, `unknown_context`, `conflicting_context` or
+/// `future_window`.
 /// Every delivery it enables is journaled with it.
 ///
 /// ```

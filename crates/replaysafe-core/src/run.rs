@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Error;
 
-/// Why a pipeline is running. The vocabulary of the recovery chapter, plus `unknown`.
+/// Why a pipeline is running. The vocabulary of recovery runbooks, plus `unknown`.
 ///
 /// `Backfill`, `Replay` and `Rebuild` are replays: the gate suppresses effects for them.
 /// `Unknown` suppresses everything (fail closed).

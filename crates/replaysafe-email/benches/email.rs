@@ -20,7 +20,7 @@ use lettre::message::{Mailbox as LettreMailbox, SinglePart};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use replaysafe_core::{EffectKind, Guard, IdempotencyKey, Journal, JsonlJournal};
 use replaysafe_email::{Email, EmailClient, TlsMode};
-use replaysafe_test::bench::{Report, best_of, per_second};
+use replaysafe_test::bench::{Report, best_of, interleaved_chunks, per_second};
 use replaysafe_test::contexts;
 use replaysafe_test::services::require;
 use tokio::task::JoinSet;
@@ -225,31 +225,12 @@ fn main() {
     guarded_run(0);
     raw_run(0);
 
-    let chunks = MESSAGES / CHUNK;
-    let mut guarded_best = vec![Duration::MAX; chunks];
-    let mut raw_best = vec![Duration::MAX; chunks];
-    for repeat in 0..REPEATS {
-        for chunk in 0..chunks {
-            let first = chunk * CHUNK;
-            let mut guarded_turn = || {
-                let took = best_of(1, || guarded_run(first));
-                guarded_best[chunk] = guarded_best[chunk].min(took);
-            };
-            let mut raw_turn = || {
-                let took = best_of(1, || raw_run(first));
-                raw_best[chunk] = raw_best[chunk].min(took);
-            };
-            if (chunk + repeat) % 2 == 0 {
-                guarded_turn();
-                raw_turn();
-            } else {
-                raw_turn();
-                guarded_turn();
-            }
-        }
-    }
-    let guarded_time: Duration = guarded_best.iter().sum();
-    let raw_time: Duration = raw_best.iter().sum();
+    let (guarded_time, raw_time) = interleaved_chunks(
+        MESSAGES / CHUNK,
+        REPEATS,
+        |chunk| guarded_run(chunk * CHUNK),
+        |chunk| raw_run(chunk * CHUNK),
+    );
     journal.flush().expect("flush the journal");
 
     // Suppressed emails: describe, key, gate and one JSONL record each; nothing sent.

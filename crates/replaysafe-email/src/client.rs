@@ -36,6 +36,9 @@ pub enum TlsMode {
     Implicit,
 }
 
+/// Recipients as `*@domain`, subjects shown.
+const DEFAULT_REDACTION: RedactionPolicy = RedactionPolicy::new(TargetRedaction::DomainOnly);
+
 /// Default time allowed to open the TCP connection.
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default time allowed for one whole delivery attempt.
@@ -59,6 +62,7 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// connection and resolves no name.
 pub struct EmailClient {
     backend: Backend,
+    redaction: RedactionPolicy,
 }
 
 enum Backend {
@@ -117,6 +121,7 @@ impl EmailClient {
             timeout: DEFAULT_TIMEOUT,
             pool_max_size: None,
             pool_idle_timeout: None,
+            redaction: None,
         }
     }
 
@@ -201,6 +206,7 @@ pub struct SmtpBuilder {
     timeout: Duration,
     pool_max_size: Option<u32>,
     pool_idle_timeout: Option<Duration>,
+    redaction: Option<RedactionPolicy>,
 }
 
 impl fmt::Debug for SmtpBuilder {
@@ -271,6 +277,16 @@ impl SmtpBuilder {
     /// How long an idle pooled connection is kept (lettre's default: 60 s).
     pub fn pool_idle_timeout(mut self, idle: Duration) -> Self {
         self.pool_idle_timeout = Some(idle);
+        self
+    }
+
+    /// How recipients appear in the journal, in log lines and in this client's errors
+    /// (default [`TargetRedaction::DomainOnly`], `*@domain`). An address that a server's
+    /// reply quotes is shown the same way, except that with [`TargetRedaction::Full`] it
+    /// is still `*@domain` there: an error message never carries an address. Set it here
+    /// rather than only with [`Guard::with_redaction`], which does not reach errors.
+    pub fn redaction(mut self, policy: RedactionPolicy) -> Self {
+        self.redaction = Some(policy);
         self
     }
 
@@ -363,6 +379,7 @@ impl SmtpBuilder {
                 password,
                 transport: OnceLock::new(),
             })),
+            redaction: self.redaction.unwrap_or(DEFAULT_REDACTION),
         })
     }
 
@@ -464,6 +481,7 @@ impl FolderBuilder {
                 transport: AsyncFileTransport::new(&self.folder),
                 folder: self.folder,
             }),
+            redaction: DEFAULT_REDACTION,
         })
     }
 }
@@ -526,7 +544,14 @@ impl EffectClient for EmailClient {
                 let response = tokio::time::timeout(smtp.timeout, smtp.transport().send(message))
                     .await
                     .map_err(|_| Error::timed_out(&smtp.server, smtp.timeout))?
-                    .map_err(|e| Error::smtp(&smtp.server, e))?;
+                    .map_err(|e| {
+                        Error::smtp(
+                            &smtp.server,
+                            e,
+                            validated.envelope_addresses(),
+                            self.redaction.target(),
+                        )
+                    })?;
                 Ok(EmailReceipt {
                     message_id,
                     detail: ReceiptDetail::Smtp {
@@ -553,7 +578,7 @@ impl EffectClient for EmailClient {
 
     /// Recipients appear as `*@domain`; subjects are shown.
     fn redaction(&self) -> RedactionPolicy {
-        RedactionPolicy::new(TargetRedaction::DomainOnly)
+        self.redaction
     }
 }
 

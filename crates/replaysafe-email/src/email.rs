@@ -463,6 +463,11 @@ pub(crate) struct Validated {
 }
 
 impl Validated {
+    /// The sender's and every recipient's address, as the SMTP envelope carries them.
+    pub(crate) fn envelope_addresses(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.from.email.as_ref()).chain(self.recipients.iter().map(AsRef::as_ref))
+    }
+
     /// `<{key}@{sender domain}>`.
     pub(crate) fn message_id(&self, key: &IdempotencyKey) -> String {
         format!("<{}@{}>", key.as_str(), self.sender_domain)
@@ -479,6 +484,33 @@ fn check_header_text(field: &str, value: &str) -> Result<(), Invalid> {
     }
     if value.chars().any(|c| c.is_control() && c != '\t') {
         return Err(Invalid::new(field, "contains a control character"));
+    }
+    Ok(())
+}
+
+/// The longest run of ASCII without a space that a header can carry: lettre folds a
+/// header only at spaces and writes such a run on one line, after `Subject: ` (9 octets),
+/// and RFC 5322 (2.1.1) caps a line at 998 octets. A run holding any other character is
+/// RFC 2047-encoded in pieces, so it folds whatever its length.
+const LONGEST_UNFOLDABLE_RUN: usize = 998 - "Subject: ".len();
+
+/// Refuses a header value that would go out as a line longer than RFC 5322 allows.
+fn check_foldable(field: &str, value: &str) -> Result<(), Invalid> {
+    let longest = value
+        .split(' ')
+        .filter(|run| run.is_ascii())
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    if longest > LONGEST_UNFOLDABLE_RUN {
+        return Err(Invalid::new(
+            field,
+            format!(
+                "holds {longest} characters without a space, which cannot be folded into \
+                 header lines of at most 998 octets (RFC 5322); at most \
+                 {LONGEST_UNFOLDABLE_RUN} are allowed"
+            ),
+        ));
     }
     Ok(())
 }
@@ -553,6 +585,7 @@ fn validate(content: &Content) -> Result<Validated, Invalid> {
     let bcc = parse_list("bcc", &content.bcc)?;
     let reply_to = parse_list("reply_to", &content.reply_to)?;
     check_header_text("subject", &content.subject)?;
+    check_foldable("subject", &content.subject)?;
 
     let mut content_types = Vec::with_capacity(content.attachments.len());
     for (index, attachment) in content.attachments.iter().enumerate() {

@@ -1,19 +1,22 @@
 //! The crate's one error type: opaque, classified, free of secrets and addresses.
 
 use std::error::Error as StdError;
+use std::fmt;
 use std::io;
 use std::time::Duration;
 
-use replaysafe_core::Classify;
+use replaysafe_core::{Classify, TargetRedaction};
 
 /// Why an email could not be described, configured or delivered.
 ///
-/// The kind is private; ask with the predicates. The backend's error (lettre's) is
-/// reachable through [`std::error::Error::source`] only, so a lettre upgrade is not a
-/// breaking change.
+/// The kind is private; ask with the predicates. The backend's cause is reachable through
+/// [`std::error::Error::source`] only, so a lettre upgrade is not a breaking change: for
+/// an SMTP failure, the server's reply with its addresses reduced to `*@domain`, and
+/// below it lettre's own cause of a connection or TLS failure.
 ///
 /// Messages never carry a password, a message body or a recipient address: they are
-/// journaled and logged. Invalid input names the field (`invalid email field subject:
+/// journaled and logged. A server's reply that quotes an address of the envelope
+/// (`550 5.1.1 <ana@shop.example>: ...`) shows it as `*@shop.example`. Invalid input names the field (`invalid email field subject:
 /// contains CR or LF`) and points at a list entry by index (`to[1]`), not by value.
 ///
 /// # Classification
@@ -45,11 +48,8 @@ enum Kind {
         problem: String,
     },
     /// An SMTP exchange failed.
-    #[error("sending email through {server}: {}", lowercase_first(&source.to_string()))]
-    Smtp {
-        server: String,
-        source: lettre::transport::smtp::Error,
-    },
+    #[error("sending email through {server}: {source}")]
+    Smtp { server: String, source: ServerError },
     /// The server did not finish the attempt in time.
     #[error("sending email through {server}: no answer within {after:?}")]
     TimedOut { server: String, after: Duration },
@@ -95,11 +95,22 @@ impl Error {
         }
     }
 
-    pub(crate) fn smtp(server: &str, source: lettre::transport::smtp::Error) -> Self {
+    /// An SMTP failure; every address in `addresses` (the envelope's) is shown through
+    /// `redaction` wherever the server's reply quotes it (`*@domain` for `Full`).
+    pub(crate) fn smtp<'a>(
+        server: &str,
+        source: lettre::transport::smtp::Error,
+        addresses: impl IntoIterator<Item = &'a str>,
+        redaction: TargetRedaction,
+    ) -> Self {
+        let text = scrub_addresses(lowercase_first(&source.to_string()), addresses, redaction);
         Error {
             kind: Kind::Smtp {
                 server: server.to_owned(),
-                source,
+                source: ServerError {
+                    text,
+                    inner: source,
+                },
             },
         }
     }
@@ -146,7 +157,7 @@ impl Error {
     /// The SMTP reply code of a refusal (`451`, `535`, `550`), if the server sent one.
     pub fn smtp_code(&self) -> Option<u16> {
         match &self.kind {
-            Kind::Smtp { source, .. } => source.status().map(u16::from),
+            Kind::Smtp { source, .. } => source.inner.status().map(u16::from),
             _ => None,
         }
     }
@@ -155,7 +166,7 @@ impl Error {
     pub fn is_timeout(&self) -> bool {
         match &self.kind {
             Kind::TimedOut { .. } => true,
-            Kind::Smtp { source, .. } => source.is_timeout(),
+            Kind::Smtp { source, .. } => source.inner.is_timeout(),
             _ => false,
         }
     }
@@ -165,6 +176,7 @@ impl Error {
     pub fn is_connection(&self) -> bool {
         match &self.kind {
             Kind::Smtp { source, .. } => {
+                let source = &source.inner;
                 source.status().is_none()
                     && !source.is_client()
                     && !source.is_response()
@@ -212,11 +224,76 @@ fn smtp_is_transient(error: &lettre::transport::smtp::Error) -> bool {
 impl Classify for Error {
     fn is_transient(&self) -> bool {
         match &self.kind {
-            Kind::Smtp { source, .. } => smtp_is_transient(source),
+            Kind::Smtp { source, .. } => smtp_is_transient(&source.inner),
             Kind::TimedOut { .. } => true,
             Kind::Invalid(_) | Kind::Config { .. } | Kind::Folder { .. } => false,
         }
     }
+}
+
+/// lettre's SMTP error as this crate shows it: lowercase, and with the envelope's
+/// addresses reduced to `*@domain`, since a server's reply often quotes the recipient
+/// (`550 5.1.1 <ana@shop.example>: Recipient address rejected`) and messages are
+/// journaled and logged. Its source is lettre's own cause for a connection or TLS
+/// failure (an I/O error), never the reply, so an error chain prints no unscrubbed text.
+pub(crate) struct ServerError {
+    text: String,
+    inner: lettre::transport::smtp::Error,
+}
+
+impl fmt::Display for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl fmt::Debug for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // lettre's Debug holds the reply as the server sent it.
+        f.debug_struct("ServerError")
+            .field("text", &self.text)
+            .field("code", &self.inner.status().map(u16::from))
+            .finish_non_exhaustive()
+    }
+}
+
+impl StdError for ServerError {
+    /// lettre's cause for a connection or TLS failure. A server reply has none here:
+    /// lettre's cause would be the reply text as sent, already shown (scrubbed) above.
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        if self.inner.status().is_some() || self.inner.is_response() {
+            return None;
+        }
+        self.inner.source()
+    }
+}
+
+/// Replaces every occurrence of each address, in any ASCII case, by its redacted form:
+/// `*@domain`, or the hash with [`TargetRedaction::Hashed`].
+fn scrub_addresses<'a>(
+    mut text: String,
+    addresses: impl IntoIterator<Item = &'a str>,
+    redaction: TargetRedaction,
+) -> String {
+    let redaction = match redaction {
+        TargetRedaction::Hashed => TargetRedaction::Hashed,
+        _ => TargetRedaction::DomainOnly,
+    };
+    for address in addresses {
+        if !address.contains('@') {
+            continue;
+        }
+        let shown = redaction.apply(address).into_owned();
+        // ASCII lowercasing keeps byte offsets, so a match maps back onto `text`.
+        let needle = address.to_ascii_lowercase();
+        let mut from = 0;
+        while let Some(found) = text.to_ascii_lowercase()[from..].find(&needle) {
+            let start = from + found;
+            text.replace_range(start..start + needle.len(), &shown);
+            from = start + shown.len();
+        }
+    }
+    text
 }
 
 /// lettre says "Connection error: ..."; our messages are lowercase.
@@ -243,6 +320,25 @@ mod tests {
         assert_eq!(error.field(), Some("subject"));
         assert_eq!(error.smtp_code(), None);
         assert!(!error.is_connection());
+    }
+
+    #[test]
+    fn quoted_addresses_are_reduced_to_their_domain() {
+        let text =
+            "permanent error (550): 5.1.1 <Ana.Lima@Shop.Example>: rejected; ana.lima@shop.example";
+        let addresses = ["ana.lima@shop.example", "reports@x.example"];
+        for redaction in [TargetRedaction::DomainOnly, TargetRedaction::Full] {
+            assert_eq!(
+                scrub_addresses(text.to_owned(), addresses, redaction),
+                "permanent error (550): 5.1.1 <*@shop.example>: rejected; *@shop.example"
+            );
+        }
+        let hashed = scrub_addresses(text.to_owned(), addresses, TargetRedaction::Hashed);
+        let shown = TargetRedaction::Hashed.apply("ana.lima@shop.example");
+        assert_eq!(
+            hashed,
+            format!("permanent error (550): 5.1.1 <{shown}>: rejected; {shown}")
+        );
     }
 
     #[test]

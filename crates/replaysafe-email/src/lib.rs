@@ -102,8 +102,8 @@
 //!
 //! # Journal
 //!
-//! Kind `email`, the message type, the target redacted `*@domain` (override with
-//! [`replaysafe_core::Guard::with_redaction`]), the subject as summary, and as payload the
+//! Kind `email`, the message type, the target redacted `*@domain` (choose another policy
+//! with [`SmtpBuilder::redaction`], which errors follow too), the subject as summary, and as payload the
 //! SHA-256 and size of the content: the text body, the HTML alternative and the
 //! attachments, framed unambiguously (see `docs/adapters/email.md`). Headers are left
 //! out of the digest: the `Date` and the MIME boundaries change on every rendering.

@@ -131,6 +131,39 @@ pub fn best_of(rounds: usize, mut body: impl FnMut()) -> Duration {
     }))
 }
 
+/// Times a subject against a baseline over `chunks` chunks of work, `repeats` times each,
+/// interleaved: in every repeat each chunk runs once per side, and the side that goes first
+/// alternates, so neither always follows the other. The fastest time of each chunk counts
+/// (the least disturbed by other work on the machine); returns the sums of those, subject
+/// first. `subject(chunk)` and `baseline(chunk)` run the chunk with index `chunk`.
+pub fn interleaved_chunks(
+    chunks: usize,
+    repeats: usize,
+    mut subject: impl FnMut(usize),
+    mut baseline: impl FnMut(usize),
+) -> (Duration, Duration) {
+    let mut subject_best = vec![Duration::MAX; chunks];
+    let mut baseline_best = vec![Duration::MAX; chunks];
+    for repeat in 0..repeats.max(1) {
+        for chunk in 0..chunks {
+            let mut subject_turn = || {
+                let took = best_of(1, || subject(chunk));
+                subject_best[chunk] = subject_best[chunk].min(took);
+            };
+            let subject_first = (chunk + repeat) % 2 == 0;
+            if subject_first {
+                subject_turn();
+            }
+            let took = best_of(1, || baseline(chunk));
+            baseline_best[chunk] = baseline_best[chunk].min(took);
+            if !subject_first {
+                subject_turn();
+            }
+        }
+    }
+    (subject_best.iter().sum(), baseline_best.iter().sum())
+}
+
 /// The shortest of `rounds` (zero when there is none).
 fn fastest(rounds: impl Iterator<Item = Duration>) -> Duration {
     rounds.min().unwrap_or_default()
@@ -161,5 +194,30 @@ mod tests {
         best_of(3, || runs += 1);
         assert_eq!(runs, 4, "zero rounds still runs once");
         assert_eq!(per_second(10, Duration::from_secs(2)), 5.0);
+    }
+
+    #[test]
+    fn interleaved_chunks_run_every_chunk_on_both_sides_alternating() {
+        let order = std::cell::RefCell::new(Vec::new());
+        let (subject, baseline) = interleaved_chunks(
+            2,
+            2,
+            |chunk| order.borrow_mut().push(("s", chunk)),
+            |chunk| order.borrow_mut().push(("b", chunk)),
+        );
+        assert_eq!(
+            order.into_inner(),
+            [
+                ("s", 0),
+                ("b", 0),
+                ("b", 1),
+                ("s", 1),
+                ("b", 0),
+                ("s", 0),
+                ("s", 1),
+                ("b", 1),
+            ]
+        );
+        assert!(subject < Duration::from_secs(1) && baseline < Duration::from_secs(1));
     }
 }

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use replaysafe_core::{Guard, IdempotencyKey, Journal};
-use replaysafe_test::bench::{Report, best_of, per_second};
+use replaysafe_test::bench::{Report, interleaved_chunks, per_second};
 use replaysafe_test::contexts;
 use replaysafe_webhook::{IpNetwork, SsrfPolicy, Webhook, WebhookClient};
 use serde_json::json;
@@ -111,32 +111,12 @@ fn main() {
 
     // Each chunk of 500 is timed REPEATS times per subject, interleaved; the fastest time
     // of each chunk counts, which filters out moments when other work had the machine.
-    let chunks = WEBHOOKS / CHUNK;
-    let mut guarded_best = vec![Duration::MAX; chunks];
-    let mut raw_best = vec![Duration::MAX; chunks];
-    for repeat in 0..REPEATS {
-        for chunk in 0..chunks {
-            let first = chunk * CHUNK;
-            let mut guarded_turn = || {
-                let took = best_of(1, || runtime.block_on(guarded_chunk(&guarded, first)));
-                guarded_best[chunk] = guarded_best[chunk].min(took);
-            };
-            let mut raw_turn = || {
-                let took = best_of(1, || runtime.block_on(raw_chunk(&raw, &url, &key, first)));
-                raw_best[chunk] = raw_best[chunk].min(took);
-            };
-            // Alternate who goes first, so neither always follows the other.
-            if (chunk + repeat) % 2 == 0 {
-                guarded_turn();
-                raw_turn();
-            } else {
-                raw_turn();
-                guarded_turn();
-            }
-        }
-    }
-    let guarded_best: Duration = guarded_best.iter().sum();
-    let raw_best: Duration = raw_best.iter().sum();
+    let (guarded_best, raw_best) = interleaved_chunks(
+        WEBHOOKS / CHUNK,
+        REPEATS,
+        |chunk| runtime.block_on(guarded_chunk(&guarded, chunk * CHUNK)),
+        |chunk| runtime.block_on(raw_chunk(&raw, &url, &key, chunk * CHUNK)),
+    );
     journal.flush().expect("flush the journal");
 
     let guarded_rate = per_second(WEBHOOKS, guarded_best);

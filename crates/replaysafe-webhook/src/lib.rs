@@ -23,9 +23,10 @@
 //! allow-list.
 //!
 //! The journal shows the endpoint as scheme, host and path: never a query string, a
-//! credential or a header value. Choose another [`TargetRedaction`](replaysafe_core::TargetRedaction)
-//! with [`Guard::with_redaction`](replaysafe_core::Guard::with_redaction) when the path
-//! itself is a secret.
+//! credential or a header value. When the path itself is a secret, choose another
+//! [`TargetRedaction`](replaysafe_core::TargetRedaction) with
+//! [`WebhookBuilder::redaction`]: the journal, log lines, `Debug` and error messages all
+//! follow it.
 //!
 //! # Example
 //!
@@ -90,6 +91,9 @@ pub use classify::{
 pub use error::Error;
 pub use reqwest::Method;
 pub use signing::SigningSecret;
-pub use ssrf::{AddressClass, InvalidNetwork, IpNetwork, SsrfPolicy, SsrfRefusal, SsrfResolver};
+pub use ssrf::{
+    AddressClass, InvalidAllowEntry, InvalidNetwork, IpNetwork, SsrfPolicy, SsrfRefusal,
+    SsrfResolver,
+};
 pub use trigger::{Trigger, TriggerBuilder, TriggerClient, TriggerReceipt};
 pub use webhook::{Receipt, Webhook, WebhookBuilder, WebhookClient};

@@ -46,7 +46,9 @@ pub struct SsrfPolicy {
 
 impl SsrfPolicy {
     /// Allows every address `host` resolves to (compared without case; an IP literal
-    /// such as `127.0.0.1` or `[::1]` is a host too).
+    /// such as `127.0.0.1` or `[::1]` is a host too). A network is not a host: use
+    /// [`allow_network`](Self::allow_network), or [`allow`](Self::allow) for text from
+    /// configuration that may hold either.
     pub fn allow_host(mut self, host: impl AsRef<str>) -> Self {
         self.allowed_hosts.push(normalize_host(host.as_ref()));
         self
@@ -56,6 +58,54 @@ impl SsrfPolicy {
     pub fn allow_network(mut self, network: IpNetwork) -> Self {
         self.allowed_networks.push(network);
         self
+    }
+
+    /// Allows one entry of an allow-list written as text (a command-line flag, a
+    /// configuration file): a CIDR network such as `127.0.0.0/8` or `::1/128` is passed
+    /// to [`allow_network`](Self::allow_network); a host name or an IP literal to
+    /// [`allow_host`](Self::allow_host).
+    ///
+    /// Anything else is refused rather than kept as a host that could never match: a
+    /// malformed network (`10.0.0.0/33`), a wildcard, a URL, an empty entry.
+    ///
+    /// ```
+    /// use replaysafe_webhook::SsrfPolicy;
+    ///
+    /// let policy = SsrfPolicy::default().allow("127.0.0.0/8")?.allow("airflow.internal")?;
+    /// assert!(policy.check("anything.example", "127.0.0.9".parse()?).is_ok());
+    /// assert!(policy.check("airflow.internal", "10.1.2.3".parse()?).is_ok());
+    /// assert!(SsrfPolicy::default().allow("127.0.0.0/33").is_err());
+    /// assert!(SsrfPolicy::default().allow("*.internal").is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn allow(self, entry: &str) -> Result<Self, InvalidAllowEntry> {
+        let invalid = |problem| InvalidAllowEntry {
+            entry: entry.to_owned(),
+            problem,
+        };
+        let trimmed = entry.trim();
+        if trimmed.contains('/') {
+            let network = trimmed
+                .parse::<IpNetwork>()
+                .map_err(|_| invalid("not a network such as 10.0.0.0/8 or fd00::/8"))?;
+            return Ok(self.allow_network(network));
+        }
+        let bare = trimmed
+            .strip_prefix('[')
+            .and_then(|host| host.strip_suffix(']'))
+            .unwrap_or(trimmed);
+        let is_address = bare.parse::<IpAddr>().is_ok();
+        let is_name = !bare.is_empty()
+            && bare.len() <= 253
+            && bare
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+        if !(is_address || is_name) {
+            return Err(invalid(
+                "not a host name, an IP address or a network such as 10.0.0.0/8",
+            ));
+        }
+        Ok(self.allow_host(trimmed))
     }
 
     /// The hosts allowed explicitly.
@@ -410,6 +460,14 @@ impl fmt::Display for IpNetwork {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.address, self.prefix)
     }
+}
+
+/// Why an allow-list entry given to [`SsrfPolicy::allow`] was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid allow-list entry {entry:?}: {problem}")]
+pub struct InvalidAllowEntry {
+    entry: String,
+    problem: &'static str,
 }
 
 /// Why a network could not be parsed.

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use replaysafe_core::IdempotencyKey;
+use replaysafe_core::{IdempotencyKey, RedactionPolicy};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode};
 use secrecy::{ExposeSecret, SecretString};
@@ -41,6 +41,7 @@ pub(crate) struct HttpOptions {
     timeout: Option<Duration>,
     signing_secrets: Vec<SecretString>,
     pub(crate) ssrf: SsrfPolicy,
+    pub(crate) redaction: Option<RedactionPolicy>,
 }
 
 enum HeaderText {
@@ -56,6 +57,7 @@ impl fmt::Debug for HttpOptions {
             .field("timeout", &self.timeout)
             .field("signing_secrets", &self.signing_secrets.len())
             .field("ssrf", &self.ssrf)
+            .field("redaction", &self.redaction)
             .finish()
     }
 }
@@ -176,6 +178,7 @@ impl HttpOptions {
             signing_secrets,
             timeout,
             header_names,
+            redaction: self.redaction.unwrap_or_default(),
         })
     }
 }
@@ -188,6 +191,7 @@ pub(crate) struct Transport {
     signing_secrets: Vec<SigningSecret>,
     timeout: Duration,
     header_names: Vec<String>,
+    redaction: RedactionPolicy,
 }
 
 impl fmt::Debug for Transport {
@@ -197,6 +201,7 @@ impl fmt::Debug for Transport {
             .field("headers", &self.header_names)
             .field("signing_secrets", &self.signing_secrets.len())
             .field("ssrf", &self.ssrf)
+            .field("redaction", &self.redaction)
             .finish_non_exhaustive()
     }
 }
@@ -206,7 +211,7 @@ pub(crate) struct Outgoing<'a> {
     pub(crate) action: Action,
     pub(crate) method: Method,
     pub(crate) url: &'a Url,
-    /// The journal form of `url`: scheme, host and path.
+    /// The journal form of `url` (scheme, host and path), before the redaction policy.
     pub(crate) target: &'a str,
     pub(crate) content_type: &'a str,
     pub(crate) body: Vec<u8>,
@@ -214,6 +219,11 @@ pub(crate) struct Outgoing<'a> {
 }
 
 impl Transport {
+    /// How targets appear in the journal and in this transport's errors.
+    pub(crate) fn redaction(&self) -> RedactionPolicy {
+        self.redaction
+    }
+
     /// Makes one attempt. The SSRF policy is checked before anything is sent: here for
     /// IP-literal hosts, in the resolver for host names.
     pub(crate) async fn send(&self, outgoing: Outgoing<'_>) -> Result<StatusCode, Error> {
@@ -226,6 +236,8 @@ impl Transport {
             body,
             key,
         } = outgoing;
+        // Errors show the target exactly as the journal does.
+        let target = &*self.redaction.target().apply(target);
         self.ssrf
             .check_url(url)
             .map_err(|refusal| Error::refused(action, target, refusal))?;

@@ -62,9 +62,10 @@ impl fmt::Debug for TriggerClient {
             Preset::Airflow { base } => ("airflow", base),
             Preset::Url { endpoint } => ("url", endpoint),
         };
+        let endpoint = self.transport.redaction().target().apply(endpoint.target());
         f.debug_struct("TriggerClient")
             .field("preset", &preset)
-            .field("endpoint", endpoint)
+            .field("endpoint", &endpoint)
             .field("method", &self.method)
             .field("transport", &self.transport)
             .finish()
@@ -377,6 +378,11 @@ impl EffectClient for TriggerClient {
             }
             Err(error) => Err(error),
         }
+    }
+
+    /// The policy set with [`TriggerBuilder::redaction`]; by default the full endpoint.
+    fn redaction(&self) -> replaysafe_core::RedactionPolicy {
+        self.transport.redaction()
     }
 }
 

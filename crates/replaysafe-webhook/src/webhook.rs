@@ -27,8 +27,13 @@ pub struct WebhookClient {
 
 impl fmt::Debug for WebhookClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let endpoint = self
+            .transport
+            .redaction()
+            .target()
+            .apply(self.endpoint.target());
         f.debug_struct("WebhookClient")
-            .field("endpoint", &self.endpoint)
+            .field("endpoint", &endpoint)
             .field("method", &self.method)
             .field("transport", &self.transport)
             .finish()
@@ -45,7 +50,8 @@ impl WebhookClient {
         }
     }
 
-    /// The endpoint as the journal shows it: scheme, host and path.
+    /// The endpoint without query string or credentials: scheme, host, port and path.
+    /// The journal shows it through the [redaction policy](WebhookBuilder::redaction).
     pub fn endpoint(&self) -> &str {
         self.endpoint.target()
     }
@@ -121,6 +127,19 @@ macro_rules! http_options {
         /// Replaces the SSRF policy (default: internal addresses refused).
         pub fn ssrf_policy(mut self, policy: $crate::SsrfPolicy) -> Self {
             self.options.ssrf = policy;
+            self
+        }
+
+        /// How the endpoint appears in the journal, in log lines and in this client's
+        /// errors (default [`TargetRedaction::Full`](replaysafe_core::TargetRedaction::Full):
+        /// scheme, host, port and path, never a query or a credential). Choose
+        /// [`DomainOnly`](replaysafe_core::TargetRedaction::DomainOnly) (the origin:
+        /// scheme, host and port) or [`Hashed`](replaysafe_core::TargetRedaction::Hashed)
+        /// when the path itself is a secret, as in a Slack incoming-webhook URL. Set it
+        /// here rather than only with [`Guard::with_redaction`](replaysafe_core::Guard::with_redaction),
+        /// which does not reach the client's error messages.
+        pub fn redaction(mut self, policy: replaysafe_core::RedactionPolicy) -> Self {
+            self.options.redaction = Some(policy);
             self
         }
     };
@@ -323,5 +342,10 @@ impl EffectClient for WebhookClient {
             })
             .await?;
         Ok(Receipt { status })
+    }
+
+    /// The policy set with [`WebhookBuilder::redaction`]; by default the full endpoint.
+    fn redaction(&self) -> replaysafe_core::RedactionPolicy {
+        self.transport.redaction()
     }
 }

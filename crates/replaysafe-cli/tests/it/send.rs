@@ -330,3 +330,762 @@ fn an_invalid_email_names_the_field_and_sends_nothing() {
         "nothing journaled"
     );
 }
+
+// Canaries: secrets and personal data given to `send` reach the receiver and nowhere
+// else, on success and on every error path.
+
+const QUERY: &str = "canary-query-3b1f";
+const USERINFO: &str = "canary-userinfo-77d0";
+const PATH: &str = "canaryPath5e2a";
+const HEADER: &str = "canary-header-91c4";
+const BAD_SECRET: &str = "canary-bad-secret-c0de";
+const SMTP_USER: &str = "canary-smtp-user-2b6d";
+const SMTP_PASSWORD: &str = "canary-smtp-pw-4e8a";
+const RECIPIENT: &str = "canary-rcpt-8f3e";
+const PASSWORD: &str = "canary-password-a17c";
+
+const CANARIES: [&str; 9] = [
+    QUERY,
+    USERINFO,
+    PATH,
+    HEADER,
+    BAD_SECRET,
+    SMTP_USER,
+    SMTP_PASSWORD,
+    RECIPIENT,
+    PASSWORD,
+];
+
+/// Requests an HTTP receiver saw: path and query.
+type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
+
+/// An HTTP receiver on 127.0.0.1:0 answering 500 under `/fail` and 200 anywhere else.
+fn canary_receiver() -> (SocketAddr, Seen) {
+    let seen: Seen = Arc::default();
+    let state = seen.clone();
+    let (ready, address) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let app = axum::Router::new()
+                .fallback(
+                    |State(seen): State<Seen>, uri: axum::http::Uri| async move {
+                        let path = uri.path().to_owned();
+                        let failing = path.starts_with("/fail");
+                        seen.lock()
+                            .unwrap()
+                            .push((path, uri.query().map(str::to_owned)));
+                        if failing {
+                            StatusCode::INTERNAL_SERVER_ERROR
+                        } else {
+                            StatusCode::OK
+                        }
+                    },
+                )
+                .with_state(state);
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            ready.send(listener.local_addr().unwrap()).unwrap();
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    (address.recv().unwrap(), seen)
+}
+
+/// One run of `replaysafe send`: its arguments and environment, the exit code it must
+/// give, and what its stderr must say.
+struct Case {
+    name: &'static str,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    code: i32,
+    says: Vec<String>,
+}
+
+impl Case {
+    fn new(name: &'static str, args: &[impl AsRef<str>], code: i32, says: &[&str]) -> Self {
+        Case {
+            name,
+            args: args.iter().map(|arg| arg.as_ref().to_owned()).collect(),
+            env: Vec::new(),
+            code,
+            says: says.iter().map(|text| (*text).to_owned()).collect(),
+        }
+    }
+
+    fn env(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.env.push((key.to_owned(), value.into()));
+        self
+    }
+
+    /// Runs the case with `context` and a journal of its own in `dir`, and checks that
+    /// no canary reaches stdout, stderr or the journal.
+    fn run(&self, context: &[(String, String)], dir: &std::path::Path) {
+        let journal = dir.join(format!("{}.jsonl", self.name));
+        let output = clean_command()
+            .args(&self.args)
+            .envs(context.iter().cloned())
+            .envs(self.env.iter().cloned())
+            .env("REPLAYSAFE_JOURNAL", &journal)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        let journaled = std::fs::read_to_string(&journal).unwrap_or_default();
+        let name = self.name;
+        assert_eq!(output.status.code(), Some(self.code), "{name}: {stderr}");
+        for expected in &self.says {
+            assert!(
+                stderr.contains(expected.as_str()),
+                "{name}: expected {expected:?} in {stderr}"
+            );
+        }
+        for (what, text) in [
+            ("stdout", &stdout),
+            ("stderr", &stderr),
+            ("the journal", &journaled),
+        ] {
+            for canary in CANARIES {
+                assert!(
+                    !text.contains(canary),
+                    "{name}: {what} shows {canary}:\n{text}"
+                );
+            }
+        }
+    }
+}
+
+fn scheduled() -> Vec<(String, String)> {
+    environments().into_iter().next().unwrap().1
+}
+
+fn backfill() -> Vec<(String, String)> {
+    environments().into_iter().nth(1).unwrap().1
+}
+
+#[test]
+fn webhook_canaries_reach_no_output_and_no_journal_on_any_path() {
+    let (address, seen) = canary_receiver();
+    let dir = tempfile::tempdir().unwrap();
+    let secret_url = format!("http://{address}/hooks/{PATH}?token={QUERY}");
+    let failing_url = format!("http://{address}/fail/{PATH}?token={QUERY}");
+    let query_only = format!("http://{address}/hooks/orders?token={QUERY}");
+    let with_userinfo = format!("http://user:{USERINFO}@{address}/hooks/{PATH}?token={QUERY}");
+    let refused = format!("http://127.0.0.1:9/hooks/{PATH}?token={QUERY}");
+    let origin = |then: &str| format!("to http://{address}{then}");
+    let send = [
+        "send",
+        "webhook",
+        "--event-type",
+        "orders.published",
+        "--data",
+        "{}",
+    ];
+    let with = |extra: &[&str]| -> Vec<String> {
+        send.iter()
+            .chain(extra)
+            .map(|arg| (*arg).to_owned())
+            .collect()
+    };
+
+    let cases = [
+        Case::new(
+            "delivered, origin, from --url-env",
+            &with(&[
+                "--url-env",
+                "HOOK_URL",
+                "--redact",
+                "origin",
+                "--allow-host",
+                "127.0.0.0/8",
+            ]),
+            0,
+            &[
+                "replaysafe: delivered webhook orders.published",
+                &origin(" (attempts 1"),
+            ],
+        )
+        .env("HOOK_URL", &secret_url),
+        Case::new(
+            "delivered, hashed",
+            &with(&[
+                "--url",
+                &secret_url,
+                "--redact",
+                "hashed",
+                "--allow-host",
+                "127.0.0.1",
+            ]),
+            0,
+            &["replaysafe: delivered webhook orders.published to sha256:"],
+        ),
+        Case::new(
+            "delivered, full, query",
+            &with(&["--url", &query_only, "--allow-host", "127.0.0.1/32"]),
+            0,
+            &[&format!("to http://{address}/hooks/orders (attempts 1")],
+        ),
+        Case::new(
+            "suppressed, origin",
+            &with(&["--url", &secret_url, "--redact", "origin"]),
+            0,
+            &[
+                "replaysafe: suppressed webhook orders.published",
+                &origin(": replay_run"),
+            ],
+        ),
+        Case::new(
+            "bad header name",
+            &with(&[
+                "--url",
+                &secret_url,
+                "--redact",
+                "origin",
+                "--header",
+                "bad header:v",
+            ]),
+            2,
+            &["--header: ", "not a valid header name"],
+        ),
+        Case::new(
+            "header without a colon",
+            &with(&[
+                "--url",
+                &secret_url,
+                "--header",
+                &format!("Authorization=Bearer {HEADER}"),
+            ]),
+            2,
+            &["--header: expected NAME:VALUE"],
+        ),
+        Case::new(
+            "header value with a line break",
+            &with(&[
+                "--url",
+                &secret_url,
+                "--header",
+                &format!("X-Token: {HEADER}\r\nX-Evil: 1"),
+            ]),
+            2,
+            &["--header: ", "characters a header cannot carry"],
+        ),
+        Case::new(
+            "bad signing secret",
+            &with(&["--url", &secret_url, "--secret-env", "BAD_SECRET"]),
+            2,
+            &["--secret-env: ", "whsec_"],
+        )
+        .env("BAD_SECRET", format!("whsec_{BAD_SECRET}!")),
+        Case::new(
+            "credentials in the URL",
+            &with(&["--url", &with_userinfo]),
+            2,
+            &["--url: invalid endpoint: carries credentials"],
+        ),
+        Case::new(
+            "not an http URL, from --url-env",
+            &with(&["--url-env", "HOOK_URL"]),
+            2,
+            &["--url-env HOOK_URL: invalid endpoint: scheme ftp"],
+        )
+        .env("HOOK_URL", format!("ftp://{address}/{PATH}?token={QUERY}")),
+        Case::new(
+            "connection refused, hashed",
+            &with(&[
+                "--url",
+                &refused,
+                "--redact",
+                "hashed",
+                "--allow-host",
+                "127.0.0.1",
+            ]),
+            1,
+            &[
+                "replaysafe: failed webhook orders.published to sha256:",
+                "connection failed",
+            ],
+        ),
+        Case::new(
+            "refused by the SSRF policy",
+            &with(&["--url", &secret_url, "--redact", "origin"]),
+            1,
+            &[&origin(" after 1 attempt(s)"), "refused before connecting"],
+        ),
+        Case::new(
+            "failed with 500",
+            &with(&[
+                "--url",
+                &failing_url,
+                "--redact",
+                "origin",
+                "--allow-host",
+                "127.0.0.0/8",
+            ]),
+            1,
+            &[
+                "after 3 attempt(s)",
+                "500 internal server error",
+                &format!("sending webhook to http://{address}:"),
+            ],
+        ),
+        Case::new(
+            "a network that cannot be parsed",
+            &with(&["--url", &secret_url, "--allow-host", "127.0.0.0/33"]),
+            2,
+            &["--allow-host: invalid allow-list entry \"127.0.0.0/33\""],
+        ),
+    ];
+    for case in &cases {
+        let context = if case.name.starts_with("suppressed") {
+            backfill()
+        } else {
+            scheduled()
+        };
+        case.run(&context, dir.path());
+    }
+
+    // The receiver did get the canaries: three deliveries and three failed attempts.
+    let seen = seen.lock().unwrap().clone();
+    let secret_path = format!("/hooks/{PATH}");
+    let token = format!("token={QUERY}");
+    let count = |path: &str| {
+        seen.iter()
+            .filter(|(p, q)| p == path && q.as_deref() == Some(token.as_str()))
+            .count()
+    };
+    assert_eq!(count(&secret_path), 2, "{seen:?}");
+    assert_eq!(count("/hooks/orders"), 1, "{seen:?}");
+    assert_eq!(count(&format!("/fail/{PATH}")), 3, "{seen:?}");
+    assert_eq!(seen.len(), 6, "nothing else arrived: {seen:?}");
+}
+
+/// An aiosmtpd that refuses recipients starting with `unknown` with a 550 quoting the
+/// address, as Postfix does.
+const REJECTING_SMTP: &str = r#"
+import signal, sys, threading
+from aiosmtpd.controller import Controller
+from aiosmtpd.handlers import Mailbox
+
+class Rejecting(Mailbox):
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if address.startswith("unknown"):
+            return f"550 5.1.1 <{address}>: Recipient address rejected: User unknown"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+controller = Controller(Rejecting(sys.argv[1]), hostname="127.0.0.1", port=int(sys.argv[2]))
+controller.start()
+print("READY", flush=True)
+stop = threading.Event()
+for number in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(number, lambda *_: stop.set())
+stop.wait()
+controller.stop()
+"#;
+
+/// A [`REJECTING_SMTP`] server this test starts, stopped by its own handle.
+struct RejectingSmtp {
+    child: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl RejectingSmtp {
+    fn start() -> Self {
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .unwrap()
+            .port();
+        let mut child = std::process::Command::new("/usr/bin/python3")
+            .args(["-c", REJECTING_SMTP])
+            .arg(dir.path().join("maildir"))
+            .arg(port.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starting aiosmtpd");
+        let stdout = child.stdout.take().unwrap();
+        let ready = std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|line| line.starts_with("READY"));
+        assert!(ready, "the rejecting aiosmtpd did not start");
+        RejectingSmtp {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for RejectingSmtp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn email_canaries_reach_no_output_and_no_journal_on_any_path() {
+    let port = replaysafe_test::services::require("REPLAYSAFE_TEST_SMTP_PORT");
+    let maildir = std::path::PathBuf::from(replaysafe_test::services::require(
+        "REPLAYSAFE_TEST_SMTP_MAILDIR",
+    ));
+    let tls_port = replaysafe_test::services::require("REPLAYSAFE_TEST_SMTPS_PORT");
+    let tls_ca = replaysafe_test::services::require("REPLAYSAFE_TEST_SMTPS_CA");
+    let tls_user = replaysafe_test::services::require("REPLAYSAFE_TEST_SMTPS_USER");
+    let rejecting = RejectingSmtp::start();
+    let dir = tempfile::tempdir().unwrap();
+    let domain = format!("cli-canary-{}.example", std::process::id());
+    let recipient = format!("{RECIPIENT}@{domain}");
+    let unknown = format!("unknown-{RECIPIENT}@{domain}");
+    let shown = format!("to *@{domain}");
+    let plain = format!("smtp://127.0.0.1:{port}");
+    let send = |smtp: &str, to: &str| -> Vec<String> {
+        [
+            "send",
+            "email",
+            "--smtp",
+            smtp,
+            "--from",
+            "reports@shop.example",
+            "--to",
+            to,
+            "--body",
+            "42 orders",
+            "--message-type",
+            "daily_summary",
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    let case = |name, smtp: &str, to: &str, extra: &[&str], code, says: &[&str]| {
+        let mut args = send(smtp, to);
+        if !extra.contains(&"--subject") {
+            args.extend(["--subject".to_owned(), "Daily orders".to_owned()]);
+        }
+        args.extend(extra.iter().map(|arg| (*arg).to_owned()));
+        Case::new(name, &args, code, says)
+    };
+
+    let cases = [
+        case(
+            "delivered",
+            &plain,
+            &recipient,
+            &[],
+            0,
+            &["replaysafe: delivered email daily_summary", &shown],
+        ),
+        case(
+            "delivered, hashed",
+            &plain,
+            &format!("Ana <{recipient}>"),
+            &["--redact", "hashed"],
+            0,
+            &["replaysafe: delivered email daily_summary to sha256:"],
+        ),
+        case(
+            "suppressed",
+            &plain,
+            &recipient,
+            &[],
+            0,
+            &["replaysafe: suppressed email daily_summary", &shown],
+        ),
+        case(
+            "credentials in the SMTP URL",
+            &format!("smtp://{SMTP_USER}:{SMTP_PASSWORD}@127.0.0.1:{port}"),
+            &recipient,
+            &[],
+            2,
+            &["--smtp: expected smtp://HOST:PORT: it carries credentials"],
+        ),
+        case(
+            "a path in the SMTP URL",
+            &format!("smtp://127.0.0.1:{port}/{SMTP_PASSWORD}"),
+            &recipient,
+            &[],
+            2,
+            &["--smtp: expected smtp://HOST:PORT"],
+        ),
+        case(
+            "not an address",
+            &plain,
+            &format!("{RECIPIENT} at {domain}"),
+            &[],
+            2,
+            &["--to: invalid email field to[0]"],
+        ),
+        case(
+            "a header injected in the subject",
+            &plain,
+            &recipient,
+            &[
+                "--subject",
+                &format!("Daily\r\nBcc: {RECIPIENT}@evil.example"),
+            ],
+            2,
+            &["--subject: invalid email field subject: contains CR or LF"],
+        ),
+        case(
+            "connection refused",
+            "smtp://127.0.0.1:9",
+            &recipient,
+            &[],
+            1,
+            &[
+                "replaysafe: failed email daily_summary",
+                &shown,
+                "connection error",
+            ],
+        ),
+        case(
+            "550 quoting the recipient",
+            &format!("smtp://127.0.0.1:{}", rejecting.port),
+            &unknown,
+            &[],
+            1,
+            &[
+                &shown,
+                &format!("550): 5.1.1 <*@{domain}>: Recipient address rejected"),
+            ],
+        ),
+        case(
+            "550 quoting the recipient, hashed",
+            &format!("smtp://127.0.0.1:{}", rejecting.port),
+            &unknown,
+            &["--redact", "hashed"],
+            1,
+            &["to sha256:", "550): 5.1.1 <sha256:"],
+        ),
+        case(
+            "535 for a wrong password",
+            &format!("smtp://127.0.0.1:{tls_port}"),
+            &recipient,
+            &[
+                "--starttls",
+                "--ca-file",
+                &tls_ca,
+                "--user",
+                &tls_user,
+                "--password-env",
+                "SMTP_PASSWORD",
+            ],
+            1,
+            &[&shown, "(535)"],
+        )
+        .env("SMTP_PASSWORD", PASSWORD),
+    ];
+    for case in &cases {
+        let context = if case.name == "suppressed" {
+            backfill()
+        } else {
+            scheduled()
+        };
+        case.run(&context, dir.path());
+    }
+
+    // The server did get the recipient, once per delivered case.
+    let arrived = std::fs::read_dir(maildir.join("new"))
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| std::fs::read_to_string(entry.path()).ok())
+        .filter(|message| message.contains(&format!("X-RcptTo: {recipient}")))
+        .count();
+    assert_eq!(arrived, 2);
+}
+
+#[test]
+fn a_non_utf8_flag_value_is_an_error_naming_the_flag() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j.jsonl");
+    let bad = std::ffi::OsStr::from_bytes(b"Orders \xff canary-subject");
+    for (flag, args) in [
+        (
+            "--subject",
+            vec![
+                "send",
+                "email",
+                "--smtp",
+                "smtp://127.0.0.1:9",
+                "--from",
+                "a@b.example",
+                "--to",
+                "c@d.example",
+                "--body",
+                "b",
+                "--subject",
+            ],
+        ),
+        (
+            "--url",
+            vec![
+                "send",
+                "webhook",
+                "--event-type",
+                "e",
+                "--data",
+                "{}",
+                "--url",
+            ],
+        ),
+        (
+            "--header",
+            vec![
+                "send",
+                "webhook",
+                "--url",
+                "http://127.0.0.1:9/",
+                "--event-type",
+                "e",
+                "--data",
+                "{}",
+                "--header",
+            ],
+        ),
+    ] {
+        let output = clean_command()
+            .args(args)
+            .arg(bad)
+            .envs(scheduled())
+            .env("REPLAYSAFE_JOURNAL", &journal)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{flag}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{flag}: the value is not valid UTF-8")),
+            "{stderr}"
+        );
+        assert!(
+            !stderr.contains("canary-subject") && !stderr.contains("panicked"),
+            "{stderr}"
+        );
+    }
+    assert!(!journal.exists(), "nothing was journaled");
+}
+
+#[test]
+fn control_characters_and_non_utf8_input_are_refused_naming_the_flag() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j.jsonl");
+    let latin1 = dir.path().join("latin1.json");
+    std::fs::write(&latin1, b"{\"city\": \"S\xe3o Paulo\"}").unwrap();
+    let not_utf8 = std::ffi::OsStr::from_bytes(b"x\xff");
+    let webhook = ["send", "webhook", "--url", "http://127.0.0.1:9/x"];
+    let email = [
+        "send",
+        "email",
+        "--smtp",
+        "smtp://127.0.0.1:9",
+        "--from",
+        "a@b.example",
+        "--to",
+        "c@d.example",
+        "--subject",
+        "s",
+        "--body",
+        "b",
+    ];
+    let data_file = format!("@{}", latin1.display());
+    let cases: [(Vec<&str>, &str); 6] = [
+        (
+            [
+                &webhook[..],
+                &["--event-type", "e\u{1b}[31m", "--data", "{}"],
+            ]
+            .concat(),
+            "--event-type: invalid event_type: must not contain control characters",
+        ),
+        (
+            [&webhook[..], &["--event-type", "e", "--data", &data_file]].concat(),
+            "is not valid UTF-8",
+        ),
+        (
+            [
+                &webhook[..],
+                &[
+                    "--event-type",
+                    "e",
+                    "--data",
+                    "{}",
+                    "--secret-env",
+                    "NOT_UTF8",
+                ],
+            ]
+            .concat(),
+            "--secret-env: environment variable NOT_UTF8 is not valid UTF-8",
+        ),
+        (
+            vec![
+                "send",
+                "webhook",
+                "--url-env",
+                "NOT_UTF8",
+                "--event-type",
+                "e",
+                "--data",
+                "{}",
+            ],
+            "--url-env: environment variable NOT_UTF8 is not valid UTF-8",
+        ),
+        (
+            [&email[..], &["--message-type", "m\u{1b}]0;title\u{7}"]].concat(),
+            "--message-type: invalid email field message_type: contains a control character",
+        ),
+        (
+            [
+                &email[..],
+                &["--user", "u\r\nx", "--password-env", "NOT_UTF8"],
+            ]
+            .concat(),
+            "--password-env: environment variable NOT_UTF8 is not valid UTF-8",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut command = clean_command();
+        command
+            .args(&args)
+            .envs(scheduled())
+            .env("REPLAYSAFE_JOURNAL", &journal);
+        // Only where a flag names it: resolving the context reads the whole environment.
+        if args.contains(&"NOT_UTF8") {
+            command.env("NOT_UTF8", not_utf8);
+        }
+        let output = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains('\u{1b}'),
+            "no escape code reaches a terminal: {stderr:?}"
+        );
+    }
+    let output = clean_command()
+        .args(email)
+        .args(["--user", "u\r\nx", "--password-env", "PASSWORD"])
+        .envs(scheduled())
+        .env("PASSWORD", "p")
+        .env("REPLAYSAFE_JOURNAL", &journal)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--user (smtp://127.0.0.1:9): invalid email client configuration username"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&journal).unwrap_or_default(),
+        "",
+        "nothing journaled"
+    );
+}

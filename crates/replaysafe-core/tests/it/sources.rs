@@ -1,8 +1,8 @@
 //! Contexts from several sources: Airflow 3's default exports, explicit `REPLAYSAFE_*`
 //! values beside Airflow's, instants, future windows and raw (non-UTF-8) environments.
 //!
-//! The environment shapes are the ones a real Airflow 3.3.2 gave its tasks
-//! (`shared reference: specs.md`, "Orchestrator context").
+//! The environment shapes are the ones a real Airflow 3.3.2 gave its tasks under its
+//! default configuration (`cargo xtask ci --airflow` runs that Airflow).
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;

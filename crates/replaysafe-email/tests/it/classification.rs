@@ -83,7 +83,10 @@ async fn wrong_password_fails_permanently_without_retries() {
     assert_eq!(*attempts, 1, "a permanent failure is not retried");
     assert!(source.is_permanent() && !source.is_transient());
     assert_eq!(source.smtp_code(), Some(535));
-    assert!(source.source().is_some(), "lettre's error stays reachable");
+    assert!(
+        source.source().is_some(),
+        "the server's reply stays reachable"
+    );
 
     let records = support::records(&journal);
     assert_eq!(records.len(), 1, "one failed attempt: {records:#?}");
@@ -151,8 +154,20 @@ async fn unknown_recipient_gets_5xx_and_is_not_retried() {
         "{error:?}"
     );
     assert!(error.is_permanent());
-    assert_eq!(support::records(&journal).len(), 1);
+    let records = support::records(&journal);
+    assert_eq!(records.len(), 1);
     assert!(mails_containing(&server.maildir, &domain).is_empty());
+    // The server's reply quoted the address; the journal, the error, its chain and its
+    // Debug show the domain only.
+    let journaled = records[0].error.clone().unwrap_or_default();
+    let shown = format!("{} {error:?}", replaysafe_core::error_chain(&error));
+    for text in [&journaled, &shown] {
+        assert!(
+            text.contains(&format!("<*@{domain}>: Recipient address rejected")),
+            "{text}"
+        );
+        assert!(!text.contains("unknown-bo@"), "the address leaks: {text}");
+    }
     server.stop().await;
 }
 

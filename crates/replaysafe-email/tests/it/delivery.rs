@@ -234,3 +234,89 @@ fn a_client_that_has_sent_can_be_dropped_after_its_runtime() {
     drop(mailer);
     assert_eq!(mails_containing(&maildir, &domain).len(), 1);
 }
+
+/// RFC 5322 caps a line at 998 octets. A 5,000-byte subject arrives folded into short
+/// lines, in ASCII words or RFC 2047 encoded words; a 5,000-byte run without a space,
+/// which lettre cannot fold, is refused naming the field, and nothing is sent.
+#[tokio::test]
+async fn long_subjects_are_folded_or_refused_never_sent_as_one_long_line() {
+    let (port, maildir) = support::plain_server();
+    let domain = support::unique_domain("longsubject");
+    let journal = Arc::new(MemoryJournal::new());
+    let mailer = support::plain_client(port, journal.clone());
+    let words = format!("{domain} {}", "word ".repeat(1000).trim_end());
+    let accented = format!("{domain} {}", "é".repeat(2500));
+    for (index, subject) in [&words, &accented].into_iter().enumerate() {
+        assert!(subject.len() >= 5000);
+        let recipient = format!("r{index}@{domain}");
+        let email = support::simple_email(&domain, &[recipient.as_str()])
+            .subject(subject.as_str())
+            .build();
+        mailer
+            .send(&contexts::live(), &email)
+            .await
+            .expect("delivered");
+        let mails: Vec<_> = mails_containing(&maildir, &domain)
+            .into_iter()
+            .filter(|mail| mail.header("X-RcptTo") == Some(recipient.as_str()))
+            .collect();
+        assert_eq!(mails.len(), 1, "{recipient}");
+        let head = mails[0].raw.split("\n\n").next().unwrap_or_default();
+        let subject_lines: Vec<&str> = head
+            .lines()
+            .skip_while(|line| !line.starts_with("Subject:"))
+            .take_while(|line| line.starts_with("Subject:") || line.starts_with([' ', '\t']))
+            .collect();
+        assert!(subject_lines.len() > 50, "folded: {subject_lines:?}");
+        assert!(
+            subject_lines.iter().all(|line| line.len() <= 78),
+            "every line of the subject within 78 octets: {subject_lines:?}"
+        );
+        if index == 0 {
+            let unfolded: Vec<&str> = mails[0]
+                .header("Subject")
+                .unwrap_or_default()
+                .split_whitespace()
+                .collect();
+            assert_eq!(unfolded, subject.split_whitespace().collect::<Vec<_>>());
+        } else {
+            assert!(subject_lines[0].contains("=?utf-8?b?"), "{subject_lines:?}");
+        }
+    }
+
+    let unbroken = format!("{domain}-{}", "x".repeat(5000));
+    let email = support::simple_email(&domain, &[format!("r2@{domain}").as_str()])
+        .subject(unbroken.as_str())
+        .build();
+    let error = mailer
+        .send(&contexts::live(), &email)
+        .await
+        .expect_err("refused");
+    let replaysafe_core::SendError::Invalid(invalid) = &error else {
+        panic!("expected an invalid email, got {error:?}");
+    };
+    assert_eq!(invalid.field(), Some("subject"));
+    assert!(invalid.to_string().contains("998 octets"), "{invalid}");
+    // A run of 989 characters still fits on the `Subject: ` line: the limit is exact.
+    let longest = format!("{}{}", domain, "y".repeat(989 - domain.len()));
+    let email = support::simple_email(&domain, &[format!("r3@{domain}").as_str()])
+        .subject(longest.as_str())
+        .build();
+    mailer
+        .send(&contexts::live(), &email)
+        .await
+        .expect("a 998-octet line is allowed");
+    let mails = mails_containing(&maildir, &domain);
+    assert_eq!(mails.len(), 3, "the refused email was not sent");
+    let line = mails
+        .iter()
+        .flat_map(|mail| mail.raw.lines())
+        .find(|line| line.contains(&longest))
+        .expect("the longest subject arrived");
+    assert_eq!(line.len(), 998);
+    assert_eq!(
+        journal.records().len(),
+        3,
+        "nothing journaled for the refused one"
+    );
+}

@@ -206,7 +206,7 @@ pub(crate) struct ExtraServer {
 }
 
 /// A Mailbox server whose recipients starting with `greylisted` get `451` on their first
-/// RCPT, and whose recipients starting with `unknown` get `550`.
+/// RCPT, and whose recipients starting with `unknown` get `550` quoting the address.
 const POLICY_SERVER: &str = r#"
 import signal, sys, threading
 from aiosmtpd.controller import Controller
@@ -220,7 +220,8 @@ class Policy(Mailbox):
             self.seen.add(address)
             return "451 4.7.1 greylisted, try again later"
         if local.startswith("unknown"):
-            return "550 5.1.1 no such user here"
+            # Quoting the address, as Postfix does: it must not reach a journal or a log.
+            return f"550 5.1.1 <{address}>: Recipient address rejected: no such user here"
         envelope.rcpt_tos.append(address)
         return "250 OK"
 

@@ -158,3 +158,71 @@ async fn canary_secrets_appear_in_no_journal_line_and_no_log_line() {
         assert_clean(what, &text);
     }
 }
+
+/// A Slack-style secret in the path: with the origin or a hash chosen on the builder, it
+/// reaches the receiver and neither the journal, the log, the outcome nor any error.
+#[tokio::test(flavor = "current_thread")]
+async fn a_secret_path_is_kept_out_of_journal_log_and_errors_when_redacted() {
+    use replaysafe_core::{RedactionPolicy, TargetRedaction};
+    const PATH_SECRET: &str = "canaryPathSecret9f2c";
+
+    for redaction in [TargetRedaction::DomainOnly, TargetRedaction::Hashed] {
+        let (logs, _logging) = replaysafe_test::logs::CapturedLogs::capture_thread();
+        let receiver = Receiver::start().await;
+        // Delivered, then a 500 on every attempt, then a refusal before connecting.
+        receiver.reply([Reply::status(200), Reply::status(500), Reply::status(500)]);
+        let journal = JournalFile::new();
+        let file = journal.open();
+        let path = format!("/services/T000/B000/{PATH_SECRET}");
+        let client = WebhookClient::builder(receiver.url(&path))
+            .ssrf_policy(loopback_only())
+            .redaction(RedactionPolicy::new(redaction))
+            .build_guarded((Arc::clone(&file), TracingJournal))
+            .unwrap()
+            .with_retry(quick_retries().with_max_attempts(2));
+        assert_eq!(client.redaction().target(), redaction);
+
+        let webhook = Webhook::json("alert", &json!({"text": "hi"}));
+        let delivered = client.send(&contexts::live(), &webhook).await.unwrap();
+        assert!(delivered.is_delivered());
+        let failed = client
+            .send(&contexts::live(), &Webhook::json("alert.again", &json!({})))
+            .await
+            .unwrap_err();
+        let refused = client
+            .send(
+                &contexts::live(),
+                &webhook.clone().to(format!("http://10.0.0.1{path}")),
+            )
+            .await
+            .unwrap_err();
+        let suppressed = client.send(&contexts::backfill(), &webhook).await.unwrap();
+        assert!(suppressed.is_suppressed());
+        file.flush().unwrap();
+
+        // The receiver got the secret path: otherwise the test would prove nothing.
+        assert!(receiver.requests().iter().all(|r| r.path == path));
+        assert_eq!(receiver.requests().len(), 3);
+        let error = replaysafe_core::error_chain(&failed);
+        assert!(error.contains("500 internal server error"), "{error}");
+        let shown = redaction.apply(&receiver.url(&path)).into_owned();
+        assert!(error.contains(&shown), "the error shows {shown}: {error}");
+        let lines = journal.text();
+        assert_eq!(lines.lines().count(), 5, "{lines}");
+        for (what, text) in [
+            ("the journal", lines),
+            ("the log", logs.text()),
+            ("the failure", format!("{error} {failed:?}")),
+            (
+                "the refusal",
+                format!("{} {refused:?}", replaysafe_core::error_chain(&refused)),
+            ),
+            ("the client", format!("{client:?}")),
+        ] {
+            assert!(
+                !text.contains(PATH_SECRET),
+                "{redaction:?}: {what} leaks the path:\n{text}"
+            );
+        }
+    }
+}

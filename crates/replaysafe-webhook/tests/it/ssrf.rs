@@ -172,3 +172,44 @@ async fn allow_lists_open_loopback_by_host_or_by_network() {
     let paths: Vec<String> = receiver.requests().into_iter().map(|r| r.path).collect();
     assert_eq!(paths, ["/by-host", "/by-network"]);
 }
+
+#[tokio::test]
+async fn allow_list_text_takes_cidr_networks_and_refuses_bad_ones() {
+    let receiver = Receiver::start().await;
+    for entry in ["127.0.0.0/8", " 127.0.0.1/32 "] {
+        let policy = SsrfPolicy::default().allow(entry).unwrap();
+        let client = WebhookClient::builder(receiver.url("/cidr"))
+            .ssrf_policy(policy)
+            .build_guarded(MemoryJournal::new())
+            .unwrap();
+        let outcome = client.send(&contexts::live(), &ping()).await;
+        assert!(
+            outcome.as_ref().is_ok_and(|o| o.is_delivered()),
+            "{entry}: {outcome:?}"
+        );
+    }
+    // A network that does not hold the receiver's address leaves it refused.
+    let client = WebhookClient::builder(receiver.url("/elsewhere"))
+        .ssrf_policy(SsrfPolicy::default().allow("::1/128").unwrap())
+        .build_guarded(MemoryJournal::new())
+        .unwrap();
+    match client.send(&contexts::live(), &ping()).await {
+        Err(SendError::Failed { source, .. }) => assert!(source.is_ssrf_refused(), "{source}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(receiver.requests().len(), 2);
+    for bad in [
+        "127.0.0.0/33",
+        "127.0.0/8",
+        "::1/",
+        "*.internal",
+        "http://x/",
+        "",
+    ] {
+        let error = SsrfPolicy::default().allow(bad).unwrap_err();
+        assert!(
+            error.to_string().starts_with("invalid allow-list entry"),
+            "{bad}: {error}"
+        );
+    }
+}
