@@ -467,9 +467,24 @@ impl Deployment {
     }
 
     /// Stops the processes by their pids, scheduler first.
+    ///
+    /// The scheduler's LocalExecutor can wait for its idle workers after the first SIGTERM
+    /// ("Signal again if you don't want to wait"), so a process still running after five
+    /// seconds gets a second one; dropping it then kills whatever is left of its group.
     fn stop(&mut self) {
-        for (process, _) in self.processes.drain(..) {
+        for (mut process, log) in self.processes.drain(..) {
+            let started = Instant::now();
+            process.signal_stop();
+            if !process.exited_within(Duration::from_secs(5)) {
+                process.signal_stop();
+            }
+            let pid = process.id();
             drop(process);
+            let name = log.file_stem().unwrap_or_default().to_string_lossy();
+            eprintln!(
+                "xtask airflow: stopped {name} (pid {pid}) in {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
         }
     }
 }

@@ -147,22 +147,40 @@ impl Drop for Process {
 }
 
 impl Process {
+    /// Sends the stop signal to the process (not its group), if it still runs.
+    pub(crate) fn signal_stop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args([
+                    &format!("-{}", self.stop_signal),
+                    &self.child.id().to_string(),
+                ])
+                .status();
+        }
+    }
+
+    /// Waits up to `timeout` for the process to exit; says whether it did.
+    pub(crate) fn exited_within(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Signals the process and waits out the grace period, then kills it.
     fn stop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let pid = self.child.id().to_string();
-            let _ = Command::new("kill")
-                .args([&format!("-{}", self.stop_signal), &pid])
-                .status();
-            let deadline = Instant::now() + self.grace;
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
+            self.signal_stop();
+            if !self.exited_within(self.grace) {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
             }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
         }
     }
 }
