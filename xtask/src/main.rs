@@ -1,7 +1,10 @@
 //! replaysafe's automation, the only entry point of every check.
 //!
-//! - `cargo xtask ci`: format, lints, every test against real loopback servers, docs,
-//!   the dependency boundary of replaysafe-core; prints the time of each phase.
+//! - `cargo xtask ci [--airflow]`: format, lints, every test against real loopback servers,
+//!   docs, the dependency boundary of replaysafe-core; prints the time of each phase.
+//!   `--airflow` adds `cargo xtask airflow`.
+//! - `cargo xtask airflow`: replaysafe under a real Airflow 3.3.2 (scheduler, backfill,
+//!   catch-up), installed from PyPI into `target/airflow`.
 //! - `cargo xtask demo`: the example pipeline, live window then backfill.
 //! - `cargo xtask bench`: benchmarks; writes `target/bench/summary.json`.
 //! - `cargo xtask services [NAME...]`: starts the test servers and prints their
@@ -9,6 +12,7 @@
 
 #![forbid(unsafe_code)]
 
+mod airflow;
 mod bench;
 mod ci;
 mod demo;
@@ -27,6 +31,7 @@ fn main() -> ExitCode {
     };
     let result = match command {
         "ci" => ci::run(rest),
+        "airflow" => airflow::run(rest),
         "demo" => demo::run(rest),
         "bench" => bench::run(rest),
         "services" => services::run_foreground(rest),
@@ -49,7 +54,9 @@ const HELP: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci                 every check CI runs: fmt, clippy, tests against real servers, docs, dependency boundary
+  ci [--airflow]     every check CI runs: fmt, clippy, tests against real servers, docs, dependency boundary;
+                     --airflow adds the real-Airflow check below
+  airflow            replaysafe under a real Airflow 3.3.2 (scheduler, backfill, catch-up); installs it under target/airflow
   demo [--real]      the example pipeline: the current window delivered, a backfill suppressed
   bench              benchmarks; writes target/bench/summary.json
   services [NAME..]  start test servers on 127.0.0.1, print their environment, wait for Ctrl-C

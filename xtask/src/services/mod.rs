@@ -60,6 +60,9 @@ pub(crate) struct Process {
     name: String,
     child: Child,
     stop_signal: &'static str,
+    grace: Duration,
+    /// Whether the process leads its own process group (see [`Process::spawn_group`]).
+    group: bool,
 }
 
 impl Process {
@@ -83,7 +86,36 @@ impl Process {
             name: name.to_owned(),
             child,
             stop_signal,
+            grace: Duration::from_secs(10),
+            group: false,
         })
+    }
+
+    /// Like [`Process::spawn`], but the process leads a new process group (whose id is its
+    /// pid), so a stop can also end the children it leaves behind: the signal goes to the
+    /// process, and whatever of its group is still alive after it exited, or after the grace
+    /// period, is killed through the group id.
+    pub(crate) fn spawn_group(
+        name: &str,
+        command: &mut Command,
+        log: &Path,
+        stop_signal: &'static str,
+    ) -> anyhow::Result<Self> {
+        use std::os::unix::process::CommandExt;
+        let mut process = Process::spawn(name, command.process_group(0), log, stop_signal)?;
+        process.group = true;
+        Ok(process)
+    }
+
+    /// How long a stop waits after the signal before killing (10 s unless changed).
+    pub(crate) fn with_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// The process id.
+    pub(crate) fn id(&self) -> u32 {
+        self.child.id()
     }
 
     /// Fails if the process has already exited.
@@ -103,20 +135,52 @@ impl Process {
 
 impl Drop for Process {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let pid = self.child.id().to_string();
+        self.stop();
+        if self.group {
+            // The group's id is the leader's pid; while a member lives, no new process gets it.
             let _ = Command::new("kill")
-                .args([&format!("-{}", self.stop_signal), &pid])
+                .args(["-KILL", "--", &format!("-{}", self.child.id())])
+                .stderr(Stdio::null())
                 .status();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Process {
+    /// Sends the stop signal to the process (not its group), if it still runs.
+    pub(crate) fn signal_stop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args([
+                    &format!("-{}", self.stop_signal),
+                    &self.child.id().to_string(),
+                ])
+                .status();
+        }
+    }
+
+    /// Waits up to `timeout` for the process to exit; says whether it did.
+    pub(crate) fn exited_within(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
             }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Signals the process and waits out the grace period, then kills it.
+    fn stop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.signal_stop();
+            if !self.exited_within(self.grace) {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+            }
         }
     }
 }
@@ -311,6 +375,42 @@ mod tests {
                 || std::fs::read_to_string(format!("/proc/{pid}/status"))
                     .unwrap()
                     .contains("zombie")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_group_leader_is_stopped_with_the_children_it_leaves_behind() {
+        let dir = std::env::temp_dir().join(format!("xtask-group-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("sh.log");
+        let child_pid = dir.join("child.pid");
+        // sh exits on TERM; the sleep it started would outlive it.
+        let script = format!("sleep 600 & echo $! > {}; wait", child_pid.display());
+        let mut process =
+            Process::spawn_group("sh", Command::new("sh").args(["-c", &script]), &log, "TERM")
+                .unwrap();
+        wait_until("sh", &mut process, &log, || {
+            std::fs::read_to_string(&child_pid).is_ok_and(|text| text.ends_with('\n'))
+        })
+        .unwrap();
+        let sleeper = std::fs::read_to_string(&child_pid)
+            .unwrap()
+            .trim()
+            .to_owned();
+        let alive = |pid: &str| {
+            std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .is_ok_and(|status| !status.contains("zombie"))
+        };
+        assert!(alive(&sleeper));
+        drop(process);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while alive(&sleeper) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            !alive(&sleeper),
+            "the group's sleep {sleeper} survived the stop"
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }
