@@ -331,7 +331,7 @@ pub async fn webhook(request: WebhookRequest, journal: Option<&Path>) -> anyhow:
         )
     })?;
     let webhook = Webhook::json(&request.event_type, &request.data);
-    let (description, _, _) = guard.preview(&cx, &webhook).map_err(|e| match &e {
+    let preview = guard.preview(&cx, &webhook).map_err(|e| match &e {
         SendError::Invalid(invalid) => anyhow!(
             "{}: {}",
             webhook_flag(&request, invalid),
@@ -342,7 +342,7 @@ pub async fn webhook(request: WebhookRequest, journal: Option<&Path>) -> anyhow:
     let target = guard
         .redaction()
         .target()
-        .apply(description.target())
+        .apply(preview.description.target())
         .into_owned();
     let result = guard.send(&cx, &webhook).await;
     let failed = announce(

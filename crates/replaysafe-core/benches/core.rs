@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use replaysafe_core::journal::Durability;
 use replaysafe_core::{
-    EffectClient, EffectKind, Guard, IdempotencyKey, JournalRecord, JsonlJournal, NoopJournal,
-    RedactionPolicy,
+    EffectClient, EffectKind, EffectRecord, Guard, IdempotencyKey, JsonlJournal, MemoryJournal,
+    NoopJournal, RedactionPolicy, Step,
 };
 use replaysafe_test::bench::{Report, best_of, per_second};
 use replaysafe_test::{InertClient, TestEffect, contexts};
@@ -59,13 +59,18 @@ fn main() {
         "ana@shop.example",
         backfill.window(),
     );
-    let record = JournalRecord::for_decision(
+    let decision = backfill.decide(description.kind(), description.target());
+    let captured = MemoryJournal::new();
+    EffectRecord::new(
         &backfill,
         &description,
         &key,
-        &backfill.decide(description.kind(), description.target()),
+        &decision,
         RedactionPolicy::default(),
-    );
+    )
+    .write(&captured, Step::Suppressed)
+    .expect("a memory journal takes every record");
+    let record = captured.records().remove(0);
     let mut line = Vec::with_capacity(1024);
     let encode = best_of(5, || {
         for _ in 0..RECORDS {
@@ -237,9 +242,10 @@ fn main() {
         let _ = std::fs::remove_file(&raw_path);
         let _ = std::fs::remove_file(&guarded_path);
     }
-    let (_, guard_key, _) = Guard::new(InertClient, NoopJournal)
+    let guard_key = Guard::new(InertClient, NoopJournal)
         .preview(&backfill, &effect)
-        .unwrap();
+        .unwrap()
+        .key;
     assert_eq!(
         raw_record.effect.idempotency_key,
         guard_key.as_str(),

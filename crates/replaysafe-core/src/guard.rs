@@ -3,9 +3,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::journal::{
-    EntryReasons, EntryTime, Journal, JournalDecision, JournalEntry, JournalError, RecordOptIn,
-};
+use crate::journal::{Journal, JournalError};
+use crate::record::{EffectRecord, Step};
 use crate::{
     Classify, Decision, Delivery, EffectClient, EffectDescription, IdempotencyKey, Reason,
     RedactionPolicy, ReplayContext, RetryPolicy,
@@ -36,20 +35,30 @@ use crate::{
 /// [`Guard::unguarded_ref`] and [`Guard::into_unguarded`].
 pub struct Guard<C> {
     inner: C,
-    journal: Arc<dyn Journal>,
-    retry: RetryPolicy,
-    redaction: Option<RedactionPolicy>,
+    config: GuardLayer,
 }
 
 impl<C: fmt::Debug> fmt::Debug for Guard<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Guard")
             .field("inner", &self.inner)
-            .field("journal", &self.journal)
-            .field("retry", &self.retry)
-            .field("redaction", &self.redaction)
+            .field("journal", &self.config.journal)
+            .field("retry", &self.config.retry)
+            .field("redaction", &self.config.redaction)
             .finish()
     }
+}
+
+/// What [`Guard::preview`] found: the effect described, its key, and the gate's decision.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Preview {
+    /// What the effect is (kind, message type, target, payload digest, summary).
+    pub description: EffectDescription,
+    /// Its idempotency key.
+    pub key: IdempotencyKey,
+    /// Whether it may be delivered, and why.
+    pub decision: Decision,
 }
 
 /// What [`Guard::send`] did with an effect. Suppression is an outcome, not an error.
@@ -170,49 +179,42 @@ impl<C: EffectClient> Guard<C> {
     /// Guards `inner`, journaling to `journal`, with the default retry policy and the
     /// client's own redaction policy.
     pub fn new(inner: C, journal: impl Journal + 'static) -> Self {
-        Guard {
-            inner,
-            journal: Arc::new(journal),
-            retry: RetryPolicy::default(),
-            redaction: None,
-        }
+        GuardLayer::new(Arc::new(journal)).layer(inner)
     }
 
     /// Guards `inner` with a journal shared with other guards.
     pub fn with_shared_journal(inner: C, journal: Arc<dyn Journal>) -> Self {
-        Guard {
-            inner,
-            journal,
-            retry: RetryPolicy::default(),
-            redaction: None,
-        }
+        GuardLayer::new(journal).layer(inner)
     }
 
     /// Replaces the retry policy.
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
+        self.config.retry = retry;
         self
     }
 
-    /// Overrides the client's redaction policy.
+    /// Overrides the client's redaction policy in the journal and the log lines. An
+    /// adapter's own error messages follow the redaction its builder was given.
     pub fn with_redaction(mut self, redaction: RedactionPolicy) -> Self {
-        self.redaction = Some(redaction);
+        self.config.redaction = Some(redaction);
         self
     }
 
     /// The retry policy.
     pub fn retry_policy(&self) -> &RetryPolicy {
-        &self.retry
+        &self.config.retry
     }
 
     /// The journal.
     pub fn journal(&self) -> &Arc<dyn Journal> {
-        &self.journal
+        &self.config.journal
     }
 
     /// The redaction policy in force.
     pub fn redaction(&self) -> RedactionPolicy {
-        self.redaction.unwrap_or_else(|| self.inner.redaction())
+        self.config
+            .redaction
+            .unwrap_or_else(|| self.inner.redaction())
     }
 
     /// **Escape hatch.** The raw client, outside the gate and the journal. Whatever is
@@ -231,7 +233,7 @@ impl<C: EffectClient> Guard<C> {
         &self,
         cx: &ReplayContext,
         effect: &C::Effect,
-    ) -> Result<(EffectDescription, IdempotencyKey, Decision), SendError<C::Error>> {
+    ) -> Result<Preview, SendError<C::Error>> {
         let description = self
             .inner
             .describe(cx, effect)
@@ -246,7 +248,11 @@ impl<C: EffectClient> Guard<C> {
             window_end,
         );
         let decision = cx.decide(description.kind(), description.target());
-        Ok((description, key, decision))
+        Ok(Preview {
+            description,
+            key,
+            decision,
+        })
     }
 
     /// Sends `effect` if the gate allows it; see the type's docs for what happens.
@@ -255,144 +261,84 @@ impl<C: EffectClient> Guard<C> {
         cx: &ReplayContext,
         effect: &C::Effect,
     ) -> Result<Outcome<C::Receipt>, SendError<C::Error>> {
-        let (description, key, decision) = self.preview(cx, effect)?;
+        let Preview {
+            description,
+            key,
+            decision,
+        } = self.preview(cx, effect)?;
         let redaction = self.redaction();
-        let target = redaction.target().apply(description.target());
-        let payload_sha256 = description.payload().sha256_hex_bytes();
-        let opt_in = decision.opt_in().map(RecordOptIn::from);
-        let (window_start, window_end) = cx.window_text();
-        let mut entry = JournalEntry {
-            ts: cx.now(),
-            decision: JournalDecision::Suppressed,
-            reasons: EntryReasons::Typed(decision.reasons()),
-            pipeline: cx.pipeline(),
-            run_id: cx.run_id().as_str(),
-            run_kind: cx.run_kind().as_str(),
-            backfill_id: cx.backfill_id(),
-            window_start: EntryTime::Text(window_start),
-            window_end: EntryTime::Text(window_end),
-            kind: description.kind().as_str(),
-            message_type: description.message_type(),
-            target: &target,
-            idempotency_key: key.as_str(),
-            summary: if redaction.shows_summaries() {
-                description.summary()
-            } else {
-                None
-            },
-            payload_sha256: std::str::from_utf8(&payload_sha256).unwrap_or_default(),
-            payload_bytes: description.payload().bytes(),
-            opt_in: opt_in.as_ref(),
-            attempt: 0,
-            error: None,
-        };
-
         if decision.is_suppressed() {
-            tracing::info!(
-                target: "replaysafe::suppressed",
-                pipeline = cx.pipeline(),
-                run_id = cx.run_id().as_str(),
-                window = %cx.window(),
-                idempotency_key = key.as_str(),
-                reasons = ?decision.reasons(),
-                "would have sent {} {} to {}",
-                entry.kind,
-                entry.message_type,
-                entry.target,
-            );
-            self.journal
-                .append(&entry)
+            EffectRecord::new(cx, &description, &key, &decision, redaction)
+                .write(&*self.config.journal, Step::Suppressed)
                 .map_err(|source| SendError::Journal {
                     delivered: false,
                     source,
                 })?;
-            let reasons = decision.reasons().to_vec();
             return Ok(Outcome::Suppressed(Suppressed {
                 key,
-                reasons,
+                reasons: decision.reasons().to_vec(),
                 description,
             }));
         }
+        let record = EffectRecord::new(cx, &description, &key, &decision, redaction);
+        let (receipt, attempts) = self
+            .deliver_with_retries(cx, effect, &record, &key, &description)
+            .await?;
+        Ok(Outcome::Delivered(Delivered {
+            receipt,
+            key: key.clone(),
+            attempts,
+            reasons: decision.reasons().to_vec(),
+        }))
+    }
 
+    /// Attempts delivery until it succeeds, fails for good, or runs out of attempts or
+    /// time; every attempt is recorded before it begins, and its outcome after.
+    async fn deliver_with_retries(
+        &self,
+        cx: &ReplayContext,
+        effect: &C::Effect,
+        record: &EffectRecord<'_>,
+        key: &IdempotencyKey,
+        description: &EffectDescription,
+    ) -> Result<(C::Receipt, u32), SendError<C::Error>> {
+        let journal = &*self.config.journal;
+        let retry = &self.config.retry;
+        let journal_error = |delivered| move |source| SendError::Journal { delivered, source };
         let started = tokio::time::Instant::now();
         let mut attempt = 0;
         loop {
             attempt += 1;
-            entry.ts = cx.now();
-            entry.attempt = attempt;
-            entry.decision = JournalDecision::Attempting;
             // The record that the attempt began is out of the process before the attempt is.
-            self.journal
-                .append(&entry)
-                .and_then(|()| self.journal.flush())
-                .map_err(|source| SendError::Journal {
-                    delivered: false,
-                    source,
-                })?;
+            record
+                .write(journal, Step::Attempting(attempt))
+                .map_err(journal_error(false))?;
             let delivery = Delivery {
                 context: cx,
-                key: &key,
-                description: &description,
+                key,
+                description,
                 attempt,
             };
-            let result = self.inner.deliver(&delivery, effect).await;
-            entry.ts = cx.now();
-            entry.attempt = attempt;
-            match result {
+            match self.inner.deliver(&delivery, effect).await {
                 Ok(receipt) => {
-                    entry.decision = JournalDecision::Delivered;
-                    tracing::debug!(
-                        target: "replaysafe::delivered",
-                        idempotency_key = key.as_str(),
-                        attempt,
-                        "delivered {} {} to {}",
-                        entry.kind,
-                        entry.message_type,
-                        entry.target,
-                    );
-                    self.journal
-                        .append(&entry)
-                        .and_then(|()| self.journal.flush())
-                        .map_err(|source| SendError::Journal {
-                            delivered: true,
-                            source,
-                        })?;
-                    let reasons = decision.reasons().to_vec();
-                    return Ok(Outcome::Delivered(Delivered {
-                        receipt,
-                        key: key.clone(),
-                        attempts: attempt,
-                        reasons,
-                    }));
+                    record
+                        .write(journal, Step::Delivered(attempt))
+                        .map_err(journal_error(true))?;
+                    return Ok((receipt, attempt));
                 }
                 Err(error) => {
                     let message = error.to_string();
-                    let failed = JournalEntry {
-                        decision: JournalDecision::Failed,
-                        error: Some(&message),
-                        ..entry
-                    };
-                    tracing::warn!(
-                        target: "replaysafe::failed",
-                        idempotency_key = key.as_str(),
+                    let failed = Step::Failed {
                         attempt,
-                        transient = error.is_transient(),
-                        "delivering {} {} to {}: {message}",
-                        entry.kind,
-                        entry.message_type,
-                        entry.target,
-                    );
-                    self.journal
-                        .append(&failed)
-                        .and_then(|()| self.journal.flush())
-                        .map_err(|source| SendError::Journal {
-                            delivered: false,
-                            source,
-                        })?;
-
-                    let delay = self.retry.delay(attempt, error.retry_after());
-                    let out_of_time = started.elapsed() + delay > self.retry.max_elapsed();
-                    if error.is_permanent() || attempt >= self.retry.max_attempts() || out_of_time {
+                        error: &message,
+                        transient: error.is_transient(),
+                    };
+                    record
+                        .write(journal, failed)
+                        .map_err(journal_error(false))?;
+                    let delay = retry.delay(attempt, error.retry_after());
+                    let out_of_time = started.elapsed() + delay > retry.max_elapsed();
+                    if error.is_permanent() || attempt >= retry.max_attempts() || out_of_time {
                         return Err(SendError::Failed {
                             attempts: attempt,
                             source: error,
@@ -439,9 +385,7 @@ impl GuardLayer {
     pub fn layer<C: EffectClient>(&self, client: C) -> Guard<C> {
         Guard {
             inner: client,
-            journal: Arc::clone(&self.journal),
-            retry: self.retry,
-            redaction: self.redaction,
+            config: self.clone(),
         }
     }
 }

@@ -96,6 +96,7 @@ mod guard;
 pub mod journal;
 mod key;
 mod policy;
+mod record;
 mod retry;
 mod run;
 mod window;
@@ -106,12 +107,13 @@ pub use context::{ReplayContext, ReplayContextBuilder};
 pub use effect::{EffectDescription, EffectKind, PayloadDigest, RedactionPolicy, TargetRedaction};
 pub use error::{Error, error_chain};
 pub use gate::{Decision, Reason};
-pub use guard::{Delivered, Guard, GuardLayer, Outcome, SendError, Suppressed};
+pub use guard::{Delivered, Guard, GuardLayer, Outcome, Preview, SendError, Suppressed};
 pub use journal::{
     Journal, JournalRecord, JsonlJournal, MemoryJournal, NoopJournal, TracingJournal,
 };
 pub use key::{IdempotencyKey, rfc3339};
 pub use policy::{DEFAULT_CLOCK_SKEW, Mode, OptIn, RecencyPolicy};
+pub use record::{EffectRecord, Step};
 pub use retry::RetryPolicy;
 pub use run::{RunId, RunKind};
 pub use window::{Window, Windows};

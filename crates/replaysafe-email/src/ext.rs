@@ -38,7 +38,7 @@ impl EmailGuardExt for Guard<EmailClient> {
         let effects = email.effects().map_err(SendError::Invalid)?;
         let mut targets = Vec::with_capacity(effects.len());
         for effect in &effects {
-            let (description, _, _) = self.preview(cx, effect)?;
+            let description = self.preview(cx, effect)?.description;
             targets.push(description.target().to_owned());
         }
         let mut entries = Vec::with_capacity(effects.len());

@@ -12,8 +12,8 @@ use metrics::{
     SharedString, Unit,
 };
 use replaysafe_core::{
-    Decision, EffectDescription, EffectKind, IdempotencyKey, Journal, JournalRecord,
-    RedactionPolicy, ReplayContext,
+    Decision, EffectDescription, EffectKind, EffectRecord, IdempotencyKey, Journal,
+    RedactionPolicy, ReplayContext, Step,
 };
 
 use crate::Error;
@@ -544,25 +544,13 @@ impl Shared {
                 &target,
                 self.cx.window(),
             );
-            let mut record =
-                JournalRecord::for_decision(&self.cx, &description, &key, &decision, redaction);
-            if decision.is_delivered() {
-                record.attempt = 1;
+            let step = if decision.is_delivered() {
+                Step::Delivered(1)
             } else {
-                tracing::info!(
-                    target: "replaysafe::suppressed",
-                    pipeline = self.cx.pipeline(),
-                    run_id = self.cx.run_id().as_str(),
-                    window = %self.cx.window(),
-                    idempotency_key = key.as_str(),
-                    reasons = %record.reasons.join(","),
-                    "would have recorded metric {message_type} {}: {}",
-                    record.effect.target,
-                    record.effect.summary.as_deref().unwrap_or(""),
-                );
-            }
-            self.journal
-                .append(&record.entry())
+                Step::Suppressed
+            };
+            EffectRecord::new(&self.cx, &description, &key, &decision, redaction)
+                .write(&*self.journal, step)
                 .map_err(Error::journal)?;
             written += 1;
         }

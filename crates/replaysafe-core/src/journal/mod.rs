@@ -19,7 +19,7 @@ pub use file::{Durability, JsonlJournal, JsonlOptions};
 pub use reader::{JournalReader, MAX_LINE_BYTES, ReadError};
 pub use sinks::{MemoryJournal, NoopJournal, TracingJournal};
 
-use crate::{Decision, EffectDescription, IdempotencyKey, OptIn, RedactionPolicy, ReplayContext};
+use crate::OptIn;
 
 /// The schema version this crate writes and reads.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -256,57 +256,6 @@ impl JournalRecord {
             opt_in: self.opt_in.as_ref(),
             attempt: self.attempt,
             error: self.error.as_deref(),
-        }
-    }
-
-    /// The record of a gate decision on an effect, stamped at the context clock's now.
-    /// `attempt` and `error` start empty; a suppressed decision is recorded as such,
-    /// a delivering one as `delivered` (callers turn it into `failed` as needed).
-    pub fn for_decision(
-        cx: &ReplayContext,
-        description: &EffectDescription,
-        key: &IdempotencyKey,
-        decision: &Decision,
-        redaction: RedactionPolicy,
-    ) -> Self {
-        let window = cx.window();
-        JournalRecord {
-            v: SCHEMA_VERSION,
-            ts: cx.now(),
-            decision: if decision.is_delivered() {
-                JournalDecision::Delivered
-            } else {
-                JournalDecision::Suppressed
-            },
-            reasons: decision
-                .reasons()
-                .iter()
-                .map(|r| r.as_str().to_owned())
-                .collect(),
-            pipeline: cx.pipeline().to_owned(),
-            run_id: cx.run_id().as_str().to_owned(),
-            run_kind: cx.run_kind().as_str().to_owned(),
-            backfill_id: cx.backfill_id().map(str::to_owned),
-            window: RecordWindow {
-                start: window.start(),
-                end: window.end(),
-            },
-            effect: RecordEffect {
-                kind: description.kind().as_str().to_owned(),
-                message_type: description.message_type().to_owned(),
-                target: redaction.target().apply(description.target()).into_owned(),
-                idempotency_key: key.as_str().to_owned(),
-                summary: if redaction.shows_summaries() {
-                    description.summary().map(str::to_owned)
-                } else {
-                    None
-                },
-                payload_sha256: description.payload().sha256_hex(),
-                payload_bytes: description.payload().bytes(),
-            },
-            opt_in: decision.opt_in().map(RecordOptIn::from),
-            attempt: 0,
-            error: None,
         }
     }
 }
