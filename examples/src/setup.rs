@@ -97,10 +97,10 @@ pub(crate) async fn build(
     let partner_webhook = WebhookClient::builder(&partner_endpoint)
         .signing_secret(secret)
         .ssrf_policy(loopback.clone())
-        .build_guarded(Arc::clone(journal))?;
+        .build(Arc::clone(journal))?;
     let downstream = TriggerClient::airflow(&base)
         .ssrf_policy(loopback.clone())
-        .build_guarded(Arc::clone(journal))?;
+        .build(Arc::clone(journal))?;
 
     let clients = match mode {
         Mode::Local => local_clients(dir, journal, &base)?,
@@ -108,7 +108,7 @@ pub(crate) async fn build(
     };
     let alerts = AlertmanagerClient::builder(&clients.alertmanager_url)
         .ssrf_policy(loopback)
-        .build_guarded(Arc::clone(journal))?;
+        .build(Arc::clone(journal))?;
     let mut places = vec![("partner webhook, Airflow API", base)];
     places.extend(clients.places);
     Ok(Setup {
@@ -143,7 +143,7 @@ fn local_clients(
     let shared: Arc<dyn Journal> = journal.clone();
     let recorder = Arc::new(CountingRecorder::default());
     Ok(ModeClients {
-        mail: EmailClient::folder(&mail_dir).build_guarded(Arc::clone(journal))?,
+        mail: EmailClient::folder(&mail_dir).build(Arc::clone(journal))?,
         partner_drop: PartnerDrop::Folder(Guard::with_shared_journal(
             FolderDropClient::new(&inbox)?,
             Arc::clone(&shared),
@@ -182,16 +182,16 @@ fn real_clients(journal: &Arc<JsonlJournal>) -> anyhow::Result<ModeClients> {
     // Plain SMTP is allowed to a loopback host only.
     let mail = EmailClient::smtp("127.0.0.1", smtp_port)
         .tls(TlsMode::Plaintext)
-        .build_guarded(Arc::clone(journal))?;
+        .build(Arc::clone(journal))?;
     let sftp = SftpClient::builder("127.0.0.1", required("REPLAYSAFE_TEST_SSHD_USER")?)
         .port(sshd_port)
         .private_key(PathBuf::from(required("REPLAYSAFE_TEST_SSHD_KEY")?))
         .known_hosts(PathBuf::from(required("REPLAYSAFE_TEST_SSHD_KNOWN_HOSTS")?))
         .remote_dir(&upload)
-        .build_guarded(Arc::clone(journal))?;
+        .build(Arc::clone(journal))?;
     let gateway = PushgatewayClient::builder(&pushgateway)
         .ssrf_policy(SsrfPolicy::default().allow_host("127.0.0.1"))
-        .build_guarded(Arc::clone(journal))?;
+        .build(Arc::clone(journal))?;
     Ok(ModeClients {
         mail,
         partner_drop: PartnerDrop::Sftp {

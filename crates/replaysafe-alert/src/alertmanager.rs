@@ -120,20 +120,14 @@ impl AlertmanagerClientBuilder {
         self
     }
 
-    /// Builds the client inside a [`Guard`] journaling to `journal`.
-    pub fn build_guarded(
-        self,
-        journal: impl Journal + 'static,
-    ) -> Result<Guard<AlertmanagerClient>, Error> {
-        Ok(Guard::new(self.build()?, journal))
+    /// Checks the configuration and builds the client inside a [`Guard`]: give it the
+    /// journal (an `Arc<JsonlJournal>`, say) or a [`GuardLayer`] shared with other guards
+    /// (`&layer`). The raw client is never handed out.
+    pub fn build(self, guard: impl Into<GuardLayer>) -> Result<Guard<AlertmanagerClient>, Error> {
+        Ok(guard.into().layer(self.build_unguarded()?))
     }
 
-    /// Builds the client inside a [`Guard`] with the journal and policies of `layer`.
-    pub fn build_with_layer(self, layer: &GuardLayer) -> Result<Guard<AlertmanagerClient>, Error> {
-        Ok(layer.layer(self.build()?))
-    }
-
-    fn build(self) -> Result<AlertmanagerClient, Error> {
+    fn build_unguarded(self) -> Result<AlertmanagerClient, Error> {
         let client = AlertmanagerClient {
             base: Endpoint::base("base_url", &self.base_url)?,
             http: http_client(self.timeout, self.ssrf)?,

@@ -35,10 +35,10 @@
 //! let internal = SsrfPolicy::default().allow_host("alertmanager");
 //! let alertmanager = AlertmanagerClient::builder("http://alertmanager:9093")
 //!     .ssrf_policy(internal.clone())
-//!     .build_guarded(journal.clone())?;
+//!     .build(journal.clone())?;
 //! let pagerduty = PagerDutyClient::builder(SecretString::from(std::env::var("PD_ROUTING_KEY")?))
 //!     .service_label("data-oncall")
-//!     .build_guarded(journal)?;
+//!     .build(journal)?;
 //!
 //! let late = Alert::trigger("orders_freshness", "orders for the window are 3 h late")
 //!     .with_severity(Severity::Critical)

@@ -138,20 +138,14 @@ impl PagerDutyClientBuilder {
         self
     }
 
-    /// Builds the client inside a [`Guard`] journaling to `journal`.
-    pub fn build_guarded(
-        self,
-        journal: impl Journal + 'static,
-    ) -> Result<Guard<PagerDutyClient>, Error> {
-        Ok(Guard::new(self.build()?, journal))
+    /// Checks the configuration and builds the client inside a [`Guard`]: give it the
+    /// journal (an `Arc<JsonlJournal>`, say) or a [`GuardLayer`] shared with other guards
+    /// (`&layer`). The raw client is never handed out.
+    pub fn build(self, guard: impl Into<GuardLayer>) -> Result<Guard<PagerDutyClient>, Error> {
+        Ok(guard.into().layer(self.build_unguarded()?))
     }
 
-    /// Builds the client inside a [`Guard`] with the journal and policies of `layer`.
-    pub fn build_with_layer(self, layer: &GuardLayer) -> Result<Guard<PagerDutyClient>, Error> {
-        Ok(layer.layer(self.build()?))
-    }
-
-    fn build(self) -> Result<PagerDutyClient, Error> {
+    fn build_unguarded(self) -> Result<PagerDutyClient, Error> {
         if self.routing_key.expose_secret().trim().is_empty() {
             return Err(Error::invalid("routing_key", "must not be empty"));
         }

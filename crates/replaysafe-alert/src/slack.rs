@@ -165,20 +165,14 @@ impl SlackClientBuilder {
         self
     }
 
-    /// Builds the client inside a [`Guard`] journaling to `journal`.
-    pub fn build_guarded(
-        self,
-        journal: impl Journal + 'static,
-    ) -> Result<Guard<SlackClient>, Error> {
-        Ok(Guard::new(self.build()?, journal))
+    /// Checks the configuration and builds the client inside a [`Guard`]: give it the
+    /// journal (an `Arc<JsonlJournal>`, say) or a [`GuardLayer`] shared with other guards
+    /// (`&layer`). The raw client is never handed out.
+    pub fn build(self, guard: impl Into<GuardLayer>) -> Result<Guard<SlackClient>, Error> {
+        Ok(guard.into().layer(self.build_unguarded()?))
     }
 
-    /// Builds the client inside a [`Guard`] with the journal and policies of `layer`.
-    pub fn build_with_layer(self, layer: &GuardLayer) -> Result<Guard<SlackClient>, Error> {
-        Ok(layer.layer(self.build()?))
-    }
-
-    fn build(self) -> Result<SlackClient, Error> {
+    fn build_unguarded(self) -> Result<SlackClient, Error> {
         // The whole URL is the credential: it is shown as its origin at most, and its
         // parse errors never repeat it.
         let url = Endpoint::secret("webhook_url", &self.url)?;

@@ -323,7 +323,7 @@ pub async fn webhook(request: WebhookRequest, journal: Option<&Path>) -> anyhow:
         builder = builder.signing_secret(secret_from_env("--secret-env", variable)?);
     }
     let (cx, journal) = context_and_journal(journal)?;
-    let guard = builder.build_guarded(journal.clone()).map_err(|e| {
+    let guard = builder.build(journal.clone()).map_err(|e| {
         anyhow!(
             "{}: {}",
             webhook_flag(&request, &e),
@@ -432,7 +432,7 @@ pub async fn email(request: EmailRequest, journal: Option<&Path>) -> anyhow::Res
         builder = builder.root_certificate_pem(pem);
     }
     let (cx, journal) = context_and_journal(journal)?;
-    let guard = builder.build_guarded(journal.clone()).map_err(|e| {
+    let guard = builder.build(journal.clone()).map_err(|e| {
         anyhow!(
             "{} ({}): {}",
             email_flag(e.field()),

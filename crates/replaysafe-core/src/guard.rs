@@ -351,6 +351,21 @@ impl<C: EffectClient> Guard<C> {
     }
 }
 
+/// Every adapter builder's `build` takes what a guard needs as `impl Into<GuardLayer>`:
+/// a journal (`JsonlJournal`, or one shared as `Arc<JsonlJournal>`), or a layer
+/// (`&layer`) when several guards share a retry or redaction policy too.
+impl<J: Journal + 'static> From<J> for GuardLayer {
+    fn from(journal: J) -> Self {
+        GuardLayer::new(Arc::new(journal))
+    }
+}
+
+impl From<&GuardLayer> for GuardLayer {
+    fn from(layer: &GuardLayer) -> Self {
+        layer.clone()
+    }
+}
+
 /// Builds [`Guard`]s that share one journal and one configuration, in the manner of a tower layer.
 #[derive(Clone, Debug)]
 pub struct GuardLayer {
@@ -379,6 +394,11 @@ impl GuardLayer {
     pub fn with_redaction(mut self, redaction: RedactionPolicy) -> Self {
         self.redaction = Some(redaction);
         self
+    }
+
+    /// The journal guards will write to.
+    pub fn journal(&self) -> &Arc<dyn Journal> {
+        &self.journal
     }
 
     /// Wraps a client.

@@ -181,7 +181,7 @@ fn main() {
     let guarded = Arc::new(
         EmailClient::smtp("127.0.0.1", port)
             .tls(TlsMode::Plaintext)
-            .build_guarded(journal.clone())
+            .build(journal.clone())
             .expect("guarded client"),
     );
     // The settings the email client gives lettre (plaintext, default pool, connect timeout).
@@ -239,7 +239,7 @@ fn main() {
         Arc::new(JsonlJournal::open(suppressed_dir.path().join("journal.jsonl")).expect("journal"));
     let quiet = EmailClient::smtp("127.0.0.1", port)
         .tls(TlsMode::Plaintext)
-        .build_guarded(suppressed_journal.clone())
+        .build(suppressed_journal.clone())
         .expect("guarded client");
     let suppressed_time = best_of(3, || runtime.block_on(suppressed_run(&bench, &quiet)));
     suppressed_journal.flush().expect("flush the journal");

@@ -54,7 +54,7 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 ///   delivered message in a local folder, for development and demos. It goes through the
 ///   same gate and journal, and writes the same `Message-ID`.
 ///
-/// Build it with [`SmtpBuilder::build_guarded`] or [`FolderBuilder::build_guarded`]; the
+/// Build it with [`SmtpBuilder::build`] or [`FolderBuilder::build`]; the
 /// client has no public method that sends.
 ///
 /// The SMTP transport, and its pool, are created on the first delivery, on the tokio
@@ -290,27 +290,14 @@ impl SmtpBuilder {
         self
     }
 
-    /// Checks the configuration and returns the client inside a [`Guard`] that journals
-    /// to `journal`, with the default retry policy (change it with [`Guard::with_retry`]).
-    ///
-    /// # Errors
-    ///
-    /// A configuration error naming the field: an empty or malformed `host`, a zero
-    /// `port`, `tls` [`TlsMode::Plaintext`] to a host that is not loopback, a
-    /// `root_certificate` that is not PEM, a `timeout` of zero. Nothing is connected.
-    pub fn build_guarded(
-        self,
-        journal: impl Journal + 'static,
-    ) -> Result<Guard<EmailClient>, Error> {
-        Ok(Guard::new(self.build()?, journal))
+    /// Checks the configuration and builds the client inside a [`Guard`]: give it the
+    /// journal (an `Arc<JsonlJournal>`, say) or a [`GuardLayer`] shared with other guards
+    /// (`&layer`). The raw client is never handed out.
+    pub fn build(self, guard: impl Into<GuardLayer>) -> Result<Guard<EmailClient>, Error> {
+        Ok(guard.into().layer(self.build_unguarded()?))
     }
 
-    /// Like [`build_guarded`](Self::build_guarded), with the journal and policies of `layer`.
-    pub fn build_with_layer(self, layer: &GuardLayer) -> Result<Guard<EmailClient>, Error> {
-        Ok(layer.layer(self.build()?))
-    }
-
-    fn build(self) -> Result<EmailClient, Error> {
+    fn build_unguarded(self) -> Result<EmailClient, Error> {
         let host = checked_host(&self.host)?;
         if self.port == 0 {
             return Err(Error::config("port", "must not be 0"));
@@ -453,25 +440,14 @@ pub struct FolderBuilder {
 }
 
 impl FolderBuilder {
-    /// Creates the folder if needed and returns the client inside a [`Guard`] that
-    /// journals to `journal`.
-    ///
-    /// # Errors
-    ///
-    /// A configuration error (field `folder`) when the folder cannot be created.
-    pub fn build_guarded(
-        self,
-        journal: impl Journal + 'static,
-    ) -> Result<Guard<EmailClient>, Error> {
-        Ok(Guard::new(self.build()?, journal))
+    /// Checks the configuration and builds the client inside a [`Guard`]: give it the
+    /// journal (an `Arc<JsonlJournal>`, say) or a [`GuardLayer`] shared with other guards
+    /// (`&layer`). The raw client is never handed out.
+    pub fn build(self, guard: impl Into<GuardLayer>) -> Result<Guard<EmailClient>, Error> {
+        Ok(guard.into().layer(self.build_unguarded()?))
     }
 
-    /// Like [`build_guarded`](Self::build_guarded), with the journal and policies of `layer`.
-    pub fn build_with_layer(self, layer: &GuardLayer) -> Result<Guard<EmailClient>, Error> {
-        Ok(layer.layer(self.build()?))
-    }
-
-    fn build(self) -> Result<EmailClient, Error> {
+    fn build_unguarded(self) -> Result<EmailClient, Error> {
         std::fs::create_dir_all(&self.folder).map_err(|e| {
             Error::config("folder", format!("creating {}: {e}", self.folder.display()))
         })?;
@@ -587,7 +563,7 @@ mod tests {
     use super::*;
 
     fn config_error(builder: SmtpBuilder) -> String {
-        builder.build().expect_err("refused").to_string()
+        builder.build_unguarded().expect_err("refused").to_string()
     }
 
     #[test]
@@ -602,7 +578,7 @@ mod tests {
         ] {
             let client = EmailClient::smtp(host, 2525)
                 .tls(TlsMode::Plaintext)
-                .build();
+                .build_unguarded();
             assert!(client.is_ok(), "{host}: {client:?}");
         }
         for host in [
@@ -613,7 +589,7 @@ mod tests {
         ] {
             let error = EmailClient::smtp(host, 2525)
                 .tls(TlsMode::Plaintext)
-                .build()
+                .build_unguarded()
                 .expect_err("refused");
             assert!(error.is_config(), "{error}");
             assert_eq!(error.field(), Some("tls"));
@@ -645,7 +621,7 @@ mod tests {
             .credentials("reports", SecretString::from("hunter2-canary"));
         let shown = format!("{builder:?}");
         assert!(!shown.contains("hunter2-canary"), "{shown}");
-        let client = builder.build().unwrap();
+        let client = builder.build_unguarded().unwrap();
         let shown = format!("{client:?}");
         assert!(
             !shown.contains("hunter2-canary") && shown.contains("[redacted]"),
@@ -658,7 +634,7 @@ mod tests {
     fn the_default_redaction_keeps_only_domains() {
         let client = EmailClient::smtp("127.0.0.1", 2525)
             .tls(TlsMode::Plaintext)
-            .build()
+            .build_unguarded()
             .unwrap();
         assert_eq!(
             client.redaction().target().apply("ana@shop.example"),

@@ -34,7 +34,7 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let folder = tempfile::tempdir()?;
 //! let journal = Arc::new(MemoryJournal::new());
-//! let mailer = EmailClient::folder(folder.path()).build_guarded(journal.clone())?;
+//! let mailer = EmailClient::folder(folder.path()).build(journal.clone())?;
 //!
 //! let email = Email::builder("daily_summary")
 //!     .from("Reports <reports@shop.example>")
@@ -77,7 +77,7 @@
 //!     .root_certificate_pem(std::fs::read("/etc/shop/ca.pem")?)
 //!     .timeout(Duration::from_secs(20))
 //!     .pool_max_size(4)
-//!     .build_guarded(JsonlJournal::open("journal.jsonl")?)?
+//!     .build(JsonlJournal::open("journal.jsonl")?)?
 //!     .with_retry(RetryPolicy::default().with_max_attempts(5));
 //! # let _ = mailer; Ok(()) }
 //! ```

@@ -34,14 +34,14 @@
 //! // The Pushgateway runs on an internal address, which the SSRF guard refuses unless allowed.
 //! let gateway = PushgatewayClient::builder("http://pushgateway:9091")
 //!     .ssrf_policy(replaysafe_metrics::SsrfPolicy::default().allow_host("pushgateway"))
-//!     .build_guarded(journal.clone())?;
+//!     .build(journal.clone())?;
 //! let push = Push::replace("nightly_export")
 //!     .with_grouping_label("instance", "batch-01")
 //!     .with_sample(Sample::gauge("orders_exported", 1204.0));
 //! let outcome = gateway.send(&cx, &push).await?;
 //! println!("pushed: {}", outcome.is_delivered());
 //!
-//! let statsd = StatsdClient::builder("statsd.internal", 8125).build_guarded(journal)?;
+//! let statsd = StatsdClient::builder("statsd.internal", 8125).build(journal)?;
 //! statsd.send(&cx, &StatsdMetric::counter("orders", 1204).with_tag("region", "eu")).await?;
 //! # Ok(()) }
 //! ```

@@ -302,9 +302,9 @@ impl PushgatewayClientBuilder {
         self
     }
 
-    /// Builds the client without a guard; only [`build_guarded`](Self::build_guarded) is
+    /// Builds the client without a guard; only [`build`](Self::build) is
     /// public, so no push leaves the process without the gate.
-    fn build(self) -> Result<PushgatewayClient, Error> {
+    fn build_unguarded(self) -> Result<PushgatewayClient, Error> {
         let base = Endpoint::base("base_url", &self.base_url)?;
         let mut http = HttpClient::builder("replaysafe-metrics")
             .timeout(self.timeout)
@@ -319,17 +319,11 @@ impl PushgatewayClientBuilder {
         })
     }
 
-    /// Builds the client inside a [`Guard`] journaling to `journal`.
-    pub fn build_guarded(
-        self,
-        journal: impl Journal + 'static,
-    ) -> Result<Guard<PushgatewayClient>, Error> {
-        Ok(Guard::new(self.build()?, journal))
-    }
-
-    /// Builds the client inside a [`Guard`] with the journal and policies of `layer`.
-    pub fn build_with_layer(self, layer: &GuardLayer) -> Result<Guard<PushgatewayClient>, Error> {
-        Ok(layer.layer(self.build()?))
+    /// Checks the configuration and builds the client inside a [`Guard`]: give it the
+    /// journal (an `Arc<JsonlJournal>`, say) or a [`GuardLayer`] shared with other guards
+    /// (`&layer`). The raw client is never handed out.
+    pub fn build(self, guard: impl Into<GuardLayer>) -> Result<Guard<PushgatewayClient>, Error> {
+        Ok(guard.into().layer(self.build_unguarded()?))
     }
 }
 
@@ -384,7 +378,7 @@ mod tests {
     use super::*;
 
     fn client(base: &str) -> PushgatewayClient {
-        PushgatewayClient::builder(base).build().unwrap()
+        PushgatewayClient::builder(base).build_unguarded().unwrap()
     }
 
     #[test]
@@ -457,7 +451,9 @@ mod tests {
             "http://host?x=1",
             "not a url",
         ] {
-            let error = PushgatewayClient::builder(bad).build().unwrap_err();
+            let error = PushgatewayClient::builder(bad)
+                .build_unguarded()
+                .unwrap_err();
             assert_eq!(error.field(), Some("base_url"), "{bad}");
             assert!(!error.to_string().contains("pw@"), "{error}");
         }

@@ -287,7 +287,7 @@ impl StatsdClientBuilder {
         self
     }
 
-    fn build(self) -> Result<StatsdClient, Error> {
+    fn build_unguarded(self) -> Result<StatsdClient, Error> {
         if self.host.trim().is_empty() || self.host.chars().any(char::is_whitespace) {
             return Err(Error::invalid(
                 "host",
@@ -308,17 +308,11 @@ impl StatsdClientBuilder {
         })
     }
 
-    /// Builds the client inside a [`Guard`] journaling to `journal`.
-    pub fn build_guarded(
-        self,
-        journal: impl Journal + 'static,
-    ) -> Result<Guard<StatsdClient>, Error> {
-        Ok(Guard::new(self.build()?, journal))
-    }
-
-    /// Builds the client inside a [`Guard`] with the journal and policies of `layer`.
-    pub fn build_with_layer(self, layer: &GuardLayer) -> Result<Guard<StatsdClient>, Error> {
-        Ok(layer.layer(self.build()?))
+    /// Checks the configuration and builds the client inside a [`Guard`]: give it the
+    /// journal (an `Arc<JsonlJournal>`, say) or a [`GuardLayer`] shared with other guards
+    /// (`&layer`). The raw client is never handed out.
+    pub fn build(self, guard: impl Into<GuardLayer>) -> Result<Guard<StatsdClient>, Error> {
+        Ok(guard.into().layer(self.build_unguarded()?))
     }
 }
 
@@ -414,12 +408,15 @@ mod tests {
             );
         }
         assert_eq!(
-            StatsdClient::builder("", 8125).build().unwrap_err().field(),
+            StatsdClient::builder("", 8125)
+                .build_unguarded()
+                .unwrap_err()
+                .field(),
             Some("host")
         );
         assert_eq!(
             StatsdClient::builder("127.0.0.1", 0)
-                .build()
+                .build_unguarded()
                 .unwrap_err()
                 .field(),
             Some("port")

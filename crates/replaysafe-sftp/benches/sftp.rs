@@ -60,7 +60,7 @@ fn main() {
         .private_key(&server.key)
         .known_hosts(&server.known_hosts)
         .remote_dir(server.upload.display().to_string())
-        .build_guarded(JsonlJournal::open(scratch.path().join("journal.jsonl")).expect("journal"))
+        .build(JsonlJournal::open(scratch.path().join("journal.jsonl")).expect("journal"))
         .expect("a valid configuration");
     let raw = raw_session(&server);
     let cx = contexts::live();

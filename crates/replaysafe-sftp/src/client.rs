@@ -21,7 +21,7 @@ use crate::{Error, name};
 
 /// An SFTP client that drops files atomically into one remote directory.
 ///
-/// Built only as a [`Guard<SftpClient>`](Guard) by [`SftpClientBuilder::build_guarded`]:
+/// Built only as a [`Guard<SftpClient>`](Guard) by [`SftpClientBuilder::build`]:
 /// every drop goes through the replay gate and the journal. See the crate docs for what
 /// a drop does on the server.
 #[derive(Clone)]
@@ -179,7 +179,7 @@ impl EffectClient for SftpClient {
     }
 }
 
-/// Configures an [`SftpClient`]; [`build_guarded`](SftpClientBuilder::build_guarded) checks
+/// Configures an [`SftpClient`]; [`build`](SftpClientBuilder::build) checks
 /// the configuration and returns it wrapped in a [`Guard`].
 ///
 /// Required: [`private_key`](Self::private_key), [`known_hosts`](Self::known_hosts) and
@@ -282,29 +282,14 @@ impl SftpClientBuilder {
         self
     }
 
-    /// Checks the configuration and guards the client, journaling to `journal`.
-    ///
-    /// # Errors
-    ///
-    /// An invalid or missing setting, naming it ([`Error::field`]); the key and
-    /// known_hosts files must exist. No connection is made.
-    pub fn build_guarded(
-        self,
-        journal: impl Journal + 'static,
-    ) -> Result<Guard<SftpClient>, Error> {
-        Ok(Guard::new(self.build()?, journal))
+    /// Checks the configuration and builds the client inside a [`Guard`]: give it the
+    /// journal (an `Arc<JsonlJournal>`, say) or a [`GuardLayer`] shared with other guards
+    /// (`&layer`). The raw client is never handed out.
+    pub fn build(self, guard: impl Into<GuardLayer>) -> Result<Guard<SftpClient>, Error> {
+        Ok(guard.into().layer(self.build_unguarded()?))
     }
 
-    /// Checks the configuration and guards the client with `layer`'s journal and policies.
-    ///
-    /// # Errors
-    ///
-    /// As [`build_guarded`](Self::build_guarded).
-    pub fn build_with_layer(self, layer: &GuardLayer) -> Result<Guard<SftpClient>, Error> {
-        Ok(layer.layer(self.build()?))
-    }
-
-    fn build(self) -> Result<SftpClient, Error> {
+    fn build_unguarded(self) -> Result<SftpClient, Error> {
         let host = self.host.trim().to_owned();
         if host.is_empty()
             || host

@@ -43,7 +43,7 @@
 //!     .passphrase(SecretString::from(std::env::var("PARTNER_KEY_PASSPHRASE")?))
 //!     .known_hosts("/etc/pipeline/known_hosts")
 //!     .remote_dir("/inbound")
-//!     .build_guarded(journal)?;
+//!     .build(journal)?;
 //!
 //! let cx = ReplayContext::from_env()?;
 //! let csv = "id,total\n1,9.50\n";

@@ -92,7 +92,7 @@ fn main() {
             SsrfPolicy::default()
                 .allow_network("127.0.0.1/32".parse::<IpNetwork>().expect("network")),
         )
-        .build_guarded(journal.clone())
+        .build(journal.clone())
         .expect("guarded client");
     // The same settings the webhook client gives reqwest.
     let raw = reqwest::Client::builder()

@@ -43,7 +43,7 @@
 //!
 //! let partner = WebhookClient::builder("https://partner.example/hooks/orders")
 //!     .signing_secret(SecretString::from(std::env::var("PARTNER_WEBHOOK_SECRET")?))
-//!     .build_guarded(journal.clone())?;
+//!     .build(journal.clone())?;
 //! let totals = json!({"orders": 1204, "revenue_eur": 88412.5});
 //! let outcome = partner
 //!     .send(&cx, &Webhook::event("orders.daily_total", cx.window().end(), totals))
@@ -53,7 +53,7 @@
 //! let airflow = TriggerClient::airflow("https://airflow.internal:8080")
 //!     .bearer_token(SecretString::from(std::env::var("AIRFLOW_TOKEN")?))
 //!     .ssrf_policy(replaysafe_webhook::SsrfPolicy::default().allow_host("airflow.internal"))
-//!     .build_guarded(journal.clone())?;
+//!     .build(journal.clone())?;
 //! airflow
 //!     .send(&cx, &Trigger::new("daily_reports").with_conf(json!({"source": "daily_orders"})))
 //!     .await?;

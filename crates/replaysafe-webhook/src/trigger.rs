@@ -118,7 +118,7 @@ impl fmt::Debug for TriggerBuilder {
 impl TriggerBuilder {
     http_options!();
 
-    fn build(self) -> Result<TriggerClient, Error> {
+    fn build_unguarded(self) -> Result<TriggerClient, Error> {
         let preset = match self.preset {
             PresetKind::Airflow => {
                 let base = Endpoint::base("airflow base URL", &self.url)?;
@@ -148,17 +148,11 @@ impl TriggerBuilder {
         })
     }
 
-    /// Checks the configuration and guards the client, journaling to `journal`.
-    pub fn build_guarded(
-        self,
-        journal: impl Journal + 'static,
-    ) -> Result<Guard<TriggerClient>, Error> {
-        Ok(Guard::new(self.build()?, journal))
-    }
-
-    /// Checks the configuration and guards the client with `layer`'s journal and policies.
-    pub fn build_with_layer(self, layer: &GuardLayer) -> Result<Guard<TriggerClient>, Error> {
-        Ok(layer.layer(self.build()?))
+    /// Checks the configuration and builds the client inside a [`Guard`]: give it the
+    /// journal (an `Arc<JsonlJournal>`, say) or a [`GuardLayer`] shared with other guards
+    /// (`&layer`). The raw client is never handed out.
+    pub fn build(self, guard: impl Into<GuardLayer>) -> Result<Guard<TriggerClient>, Error> {
+        Ok(guard.into().layer(self.build_unguarded()?))
     }
 }
 

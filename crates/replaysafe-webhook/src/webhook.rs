@@ -57,7 +57,7 @@ impl WebhookClient {
     }
 }
 
-/// Configures a [`WebhookClient`]; [`build_guarded`](WebhookBuilder::build_guarded) checks
+/// Configures a [`WebhookClient`]; [`build`](WebhookBuilder::build) checks
 /// everything and returns the guarded client.
 ///
 /// Defaults: `POST`, a 15 s timeout, no redirects followed, no proxy, no signing, and the
@@ -150,7 +150,7 @@ pub(crate) use http_options;
 impl WebhookBuilder {
     http_options!();
 
-    fn build(self) -> Result<WebhookClient, Error> {
+    fn build_unguarded(self) -> Result<WebhookClient, Error> {
         let endpoint = Endpoint::parse("endpoint", &self.endpoint)?;
         let method = self.options.method.clone().unwrap_or(Method::POST);
         let transport = self.options.build()?;
@@ -161,20 +161,11 @@ impl WebhookBuilder {
         })
     }
 
-    /// Checks the configuration and guards the client, journaling to `journal`.
-    ///
-    /// Errors name the field at fault (`endpoint`, `header`, `timeout`, `signing_secret`)
-    /// and never quote a secret.
-    pub fn build_guarded(
-        self,
-        journal: impl Journal + 'static,
-    ) -> Result<Guard<WebhookClient>, Error> {
-        Ok(Guard::new(self.build()?, journal))
-    }
-
-    /// Checks the configuration and guards the client with `layer`'s journal and policies.
-    pub fn build_with_layer(self, layer: &GuardLayer) -> Result<Guard<WebhookClient>, Error> {
-        Ok(layer.layer(self.build()?))
+    /// Checks the configuration and builds the client inside a [`Guard`]: give it the
+    /// journal (an `Arc<JsonlJournal>`, say) or a [`GuardLayer`] shared with other guards
+    /// (`&layer`). The raw client is never handed out.
+    pub fn build(self, guard: impl Into<GuardLayer>) -> Result<Guard<WebhookClient>, Error> {
+        Ok(guard.into().layer(self.build_unguarded()?))
     }
 }
 

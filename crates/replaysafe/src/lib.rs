@@ -61,6 +61,27 @@ pub use replaysafe_http as http;
 #[doc(inline)]
 pub use replaysafe_email as email;
 
+/// An adapter's raw client cannot be had from its builder: the one terminal method,
+/// `build`, returns a [`Guard`]. This does not compile:
+///
+/// ```compile_fail
+/// let raw: replaysafe::webhook::WebhookClient =
+///     replaysafe::webhook::WebhookClient::builder("https://partner.example/hooks")
+///         .build_unguarded()
+///         .unwrap();
+/// ```
+///
+/// and neither does taking the client out of a builder's result without the escape hatch:
+///
+/// ```compile_fail
+/// let raw: replaysafe::webhook::WebhookClient =
+///     replaysafe::webhook::WebhookClient::builder("https://partner.example/hooks")
+///         .build(replaysafe::MemoryJournal::new())
+///         .unwrap();
+/// ```
+#[cfg(all(doctest, feature = "webhook"))]
+pub struct RawClientsAreNotPublic;
+
 /// The README's example, compiled and run as a doctest.
 #[cfg(all(doctest, feature = "testing"))]
 #[doc = include_str!("../../../README.md")]

@@ -16,7 +16,7 @@ pub(crate) fn alertmanager_url() -> String {
 pub(crate) fn client(journal: &FileJournal) -> Guard<AlertmanagerClient> {
     AlertmanagerClient::builder(alertmanager_url())
         .ssrf_policy(crate::support::loopback())
-        .build_guarded(journal.journal.clone())
+        .build(journal.journal.clone())
         .unwrap()
 }
 

@@ -17,7 +17,7 @@ pub(crate) fn client(receiver: &Receiver, journal: &FileJournal) -> Guard<PagerD
         .ssrf_policy(crate::support::loopback())
         .base_url(receiver.url(""))
         .service_label("data-oncall")
-        .build_guarded(journal.journal.clone())
+        .build(journal.journal.clone())
         .unwrap()
         .with_retry(RetryPolicy::default().with_max_attempts(4))
 }
@@ -181,7 +181,7 @@ async fn a_malformed_event_is_refused_by_the_receiver_contract_not_retried() {
     let pagerduty = PagerDutyClient::builder(SecretString::from("too-short"))
         .ssrf_policy(crate::support::loopback())
         .base_url(receiver.url(""))
-        .build_guarded(journal.journal.clone())
+        .build(journal.journal.clone())
         .unwrap();
 
     let error = pagerduty

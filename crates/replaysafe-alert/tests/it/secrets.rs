@@ -60,7 +60,7 @@ async fn the_routing_key_and_the_slack_url_appear_in_no_journal_or_log_line() {
     drop(closed);
     let unreachable = SlackClient::builder(SecretString::from(closed_url))
         .ssrf_policy(crate::support::loopback())
-        .build_guarded(journal.journal.clone())
+        .build(journal.journal.clone())
         .unwrap()
         .with_retry(RetryPolicy::none());
     let transport_error = unreachable
@@ -70,11 +70,11 @@ async fn the_routing_key_and_the_slack_url_appear_in_no_journal_or_log_line() {
     // An unparsable URL is refused without repeating it.
     let invalid = SlackClient::builder(SecretString::from(format!("not a url {SLACK_SECRET}")))
         .ssrf_policy(crate::support::loopback())
-        .build_guarded(journal.journal.clone())
+        .build(journal.journal.clone())
         .unwrap_err();
     let empty_key = PagerDutyClient::builder(SecretString::from(" "))
         .ssrf_policy(crate::support::loopback())
-        .build_guarded(journal.journal.clone())
+        .build(journal.journal.clone())
         .unwrap_err();
 
     let journal_text = journal.text();

@@ -15,7 +15,7 @@ pub(crate) fn client(receiver: &Receiver, journal: &FileJournal) -> Guard<SlackC
     SlackClient::builder(SecretString::from(receiver.url(SLACK_PATH)))
         .ssrf_policy(crate::support::loopback())
         .channel_label("#data-alerts")
-        .build_guarded(journal.journal.clone())
+        .build(journal.journal.clone())
         .unwrap()
         .with_retry(RetryPolicy::default().with_max_attempts(3))
 }

@@ -193,7 +193,7 @@ async fn an_untrusted_certificate_fails_permanently_before_login() {
             SecretString::from(server.password.clone()),
         )
         .timeout(Duration::from_secs(10))
-        .build_guarded(journal.clone())
+        .build(journal.clone())
         .expect("valid configuration")
         .with_retry(support::fast_retries(5));
     let email = support::simple_email(&domain, &[format!("ana@{domain}").as_str()]).build();
@@ -216,7 +216,7 @@ async fn an_untrusted_certificate_fails_permanently_before_login() {
 async fn plaintext_to_a_remote_host_is_refused_when_building() {
     let error = EmailClient::smtp("smtp.shop.example", 25)
         .tls(TlsMode::Plaintext)
-        .build_guarded(MemoryJournal::new())
+        .build(MemoryJournal::new())
         .expect_err("plaintext to a remote host");
     assert!(error.is_config() && error.field() == Some("tls"), "{error}");
 }

@@ -26,7 +26,7 @@ async fn folder_backend_writes_an_eml_with_the_same_message_id_as_smtp() {
     let drop_folder = folder.path().join("outbox");
     let journal = Arc::new(MemoryJournal::new());
     let files = EmailClient::folder(&drop_folder)
-        .build_guarded(journal.clone())
+        .build(journal.clone())
         .expect("folder created");
     let domain = support::unique_domain("folder");
     let ana = format!("ana@{domain}");
@@ -87,7 +87,7 @@ async fn folder_backend_refuses_a_path_it_cannot_create() {
     let file = folder.path().join("a-file");
     std::fs::write(&file, "not a folder").expect("write");
     let error = EmailClient::folder(file.join("outbox"))
-        .build_guarded(MemoryJournal::new())
+        .build(MemoryJournal::new())
         .expect_err("a file is in the way");
     assert!(
         error.is_config() && error.field() == Some("folder"),

@@ -107,7 +107,7 @@ async fn a_suppressed_email_opens_no_connection() {
     let mailer = EmailClient::smtp("127.0.0.1", port)
         .tls(TlsMode::Plaintext)
         .timeout(Duration::from_millis(300))
-        .build_guarded(MemoryJournal::new())
+        .build(MemoryJournal::new())
         .expect("valid configuration")
         .with_retry(replaysafe_core::RetryPolicy::none());
     let email = support::simple_email("quiet.example", &["ana@quiet.example"]).build();

@@ -61,7 +61,7 @@ pub(crate) fn plain_client(port: u16, journal: impl Journal + 'static) -> Guard<
     EmailClient::smtp("127.0.0.1", port)
         .tls(TlsMode::Plaintext)
         .timeout(Duration::from_secs(10))
-        .build_guarded(journal)
+        .build(journal)
         .expect("valid configuration")
 }
 
@@ -76,7 +76,7 @@ pub(crate) fn tls_client(
         .root_certificate_pem(server.ca_pem.clone())
         .credentials(server.user.clone(), SecretString::from(password.to_owned()))
         .timeout(Duration::from_secs(10))
-        .build_guarded(journal)
+        .build(journal)
         .expect("valid configuration")
 }
 

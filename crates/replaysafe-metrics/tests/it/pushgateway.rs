@@ -42,7 +42,7 @@ async fn a_live_push_appears_in_the_gateways_metrics() {
                 .allow("127.0.0.0/8")
                 .unwrap(),
         )
-        .build_guarded(journal.journal.clone())
+        .build(journal.journal.clone())
         .unwrap();
     let push = Push::replace(&job)
         .with_grouping_label("instance", "batch/01")
@@ -93,7 +93,7 @@ async fn a_backfill_push_is_not_pushed_and_the_journal_says_what_would_have_been
                     .allow("127.0.0.0/8")
                     .unwrap(),
             )
-            .build_guarded(journal.journal.clone())
+            .build(journal.journal.clone())
             .unwrap();
         let push = Push::replace(&job)
             .with_grouping_label("instance", "batch-01")
@@ -131,7 +131,7 @@ async fn put_replaces_the_group_post_merges_and_delete_removes_it() {
                 .allow("127.0.0.0/8")
                 .unwrap(),
         )
-        .build_guarded(journal.journal.clone())
+        .build(journal.journal.clone())
         .unwrap();
     let cx = contexts::live();
     let names = |lines: Vec<String>| {
@@ -184,7 +184,7 @@ async fn an_invalid_push_is_refused_before_anything_is_sent_or_journaled() {
                 .allow("127.0.0.0/8")
                 .unwrap(),
         )
-        .build_guarded(journal.journal.clone())
+        .build(journal.journal.clone())
         .unwrap();
     let push = Push::replace(&job).with_sample(Sample::counter("orders_total", -1.0));
 
@@ -209,7 +209,7 @@ async fn a_push_the_gateway_refuses_fails_permanently_after_one_attempt() {
                 .allow("127.0.0.0/8")
                 .unwrap(),
         )
-        .build_guarded(journal.journal.clone())
+        .build(journal.journal.clone())
         .unwrap()
         .with_retry(RetryPolicy::default().with_max_attempts(3));
     // The gateway answers 400 to a metric whose type disagrees with another group's.
@@ -263,7 +263,7 @@ fn the_basic_auth_password_stays_out_of_debug_output() {
                 .unwrap(),
         )
         .basic_auth("pusher", SecretString::from(canary))
-        .build_guarded(replaysafe_core::MemoryJournal::new())
+        .build(replaysafe_core::MemoryJournal::new())
         .unwrap();
     assert!(!format!("{guard:?}").contains(canary));
 }

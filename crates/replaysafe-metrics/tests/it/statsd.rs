@@ -31,7 +31,7 @@ async fn a_live_counter_reaches_the_udp_listener() {
     let journal = FileJournal::new();
     let statsd = StatsdClient::builder("127.0.0.1", port)
         .prefix("shop.")
-        .build_guarded(journal.journal.clone())
+        .build(journal.journal.clone())
         .unwrap();
 
     let outcome = statsd
@@ -62,7 +62,7 @@ async fn a_live_counter_reaches_the_udp_listener() {
 async fn gauges_timings_and_histograms_arrive_as_sent() {
     let (socket, port) = listener().await;
     let statsd = StatsdClient::builder("127.0.0.1", port)
-        .build_guarded(FileJournal::new().journal)
+        .build(FileJournal::new().journal)
         .unwrap();
     let cx = contexts::live();
     for (metric, line) in [
@@ -90,7 +90,7 @@ async fn in_a_backfill_nothing_arrives() {
     let (socket, port) = listener().await;
     let journal = FileJournal::new();
     let statsd = StatsdClient::builder("127.0.0.1", port)
-        .build_guarded(journal.journal.clone())
+        .build(journal.journal.clone())
         .unwrap();
 
     for (name, cx) in suppressing_contexts() {

@@ -120,7 +120,7 @@ fn invalid_settings_name_their_field() {
         ),
     ];
     for (field, builder) in cases {
-        let error = builder.build_guarded(NoopJournal).unwrap_err();
+        let error = builder.build(NoopJournal).unwrap_err();
         assert_eq!(error.field(), Some(field), "{error}");
         assert!(error.is_invalid() && error.is_permanent());
     }

@@ -23,7 +23,7 @@ async fn the_key_passphrase_appears_in_no_journal_log_or_error() {
             .builder()
             .private_key(&server.passphrased_key)
             .passphrase(SecretString::from(passphrase.to_owned()))
-            .build_guarded(JsonlJournal::open(&journal_path).unwrap())
+            .build(JsonlJournal::open(&journal_path).unwrap())
             .unwrap()
             .with_retry(quick_retries())
     };

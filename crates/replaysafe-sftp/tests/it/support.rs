@@ -105,7 +105,7 @@ impl Server {
 pub(crate) fn guard_from(builder: SftpClientBuilder) -> (Guard<SftpClient>, Arc<MemoryJournal>) {
     let journal = Arc::new(MemoryJournal::new());
     let guard = builder
-        .build_guarded(Arc::clone(&journal))
+        .build(Arc::clone(&journal))
         .expect("valid test configuration")
         .with_retry(quick_retries());
     (guard, journal)

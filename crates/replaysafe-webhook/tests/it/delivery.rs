@@ -27,7 +27,7 @@ async fn live_delivery_arrives_once_with_idempotency_headers_and_a_verifiable_si
     let client = WebhookClient::builder(receiver.url("/hooks/orders?tenant=7"))
         .signing_secret(SecretString::from(SECRET))
         .ssrf_policy(loopback_only())
-        .build_guarded(journal.open())
+        .build(journal.open())
         .unwrap();
 
     let outcome = client
@@ -124,7 +124,7 @@ async fn rotated_secrets_each_sign_the_delivery() {
         .signing_secret(SecretString::from(SECRET))
         .signing_secret(SecretString::from(ROTATED_SECRET))
         .ssrf_policy(loopback_only())
-        .build_guarded(MemoryJournal::new())
+        .build(MemoryJournal::new())
         .unwrap();
     client
         .send(&contexts::live(), &order_totals())
@@ -151,7 +151,7 @@ async fn same_logical_effect_from_two_runs_carries_the_same_ids() {
     let client = WebhookClient::builder(receiver.url("/hooks"))
         .signing_secret(SecretString::from(SECRET))
         .ssrf_policy(loopback_only())
-        .build_guarded(MemoryJournal::new())
+        .build(MemoryJournal::new())
         .unwrap();
 
     let first_run = contexts::live();
@@ -199,7 +199,7 @@ async fn method_headers_raw_bodies_and_per_effect_endpoints_are_sent_as_configur
         .header("X-Team", "data-eng")
         .secret_header("X-Api-Key", SecretString::from("key-123"))
         .ssrf_policy(loopback_only())
-        .build_guarded(journal.clone())
+        .build(journal.clone())
         .unwrap();
 
     let csv = Webhook::raw("orders.export", "text/csv", "id,total\n1,9.5\n")
@@ -232,7 +232,7 @@ async fn invalid_effects_are_refused_before_anything_is_sent() {
     let journal = Arc::new(MemoryJournal::new());
     let client = WebhookClient::builder(receiver.url("/hooks"))
         .ssrf_policy(loopback_only())
-        .build_guarded(journal.clone())
+        .build(journal.clone())
         .unwrap();
 
     for (webhook, field) in [
@@ -282,7 +282,7 @@ async fn invalid_configuration_names_the_field() {
         ),
     ];
     for (builder, field) in cases {
-        let error = builder.build_guarded(MemoryJournal::new()).unwrap_err();
+        let error = builder.build(MemoryJournal::new()).unwrap_err();
         assert!(error.is_invalid(), "{error}");
         assert_eq!(error.field(), Some(field), "{error}");
     }
@@ -298,7 +298,7 @@ async fn the_reference_python_verifier_accepts_the_signature() {
     let client = WebhookClient::builder(receiver.url("/hooks/orders"))
         .signing_secret(SecretString::from(SECRET))
         .ssrf_policy(loopback_only())
-        .build_guarded(MemoryJournal::new())
+        .build(MemoryJournal::new())
         .unwrap();
     assert!(
         client

@@ -18,7 +18,7 @@ fn client(receiver: &Receiver, retry: RetryPolicy) -> (Guard<WebhookClient>, Arc
     let journal = Arc::new(MemoryJournal::new());
     let client = WebhookClient::builder(receiver.url("/hooks"))
         .ssrf_policy(loopback_only())
-        .build_guarded(journal.clone())
+        .build(journal.clone())
         .unwrap()
         .with_retry(retry);
     (client, journal)
@@ -200,7 +200,7 @@ async fn refused_connections_are_transient_and_retried() {
     let journal = Arc::new(MemoryJournal::new());
     let client = WebhookClient::builder(format!("http://127.0.0.1:{closed_port}/hooks"))
         .ssrf_policy(loopback_only())
-        .build_guarded(journal.clone())
+        .build(journal.clone())
         .unwrap()
         .with_retry(quick_retries());
 
@@ -233,7 +233,7 @@ async fn timeouts_are_transient() {
     let client = WebhookClient::builder(receiver.url("/slow"))
         .timeout(Duration::from_millis(200))
         .ssrf_policy(loopback_only())
-        .build_guarded(MemoryJournal::new())
+        .build(MemoryJournal::new())
         .unwrap()
         .with_retry(RetryPolicy::none());
 

@@ -53,13 +53,13 @@ async fn canary_secrets_appear_in_no_journal_line_and_no_log_line() {
         .secret_header("X-Api-Key", SecretString::from(API_KEY))
         .signing_secret(SecretString::from(SIGNING_SECRET))
         .ssrf_policy(loopback_only())
-        .build_guarded(both)
+        .build(both)
         .unwrap()
         .with_retry(quick_retries());
     let airflow = TriggerClient::airflow(receiver.url("/airflow"))
         .basic_auth("pipeline", SecretString::from(PASSWORD))
         .ssrf_policy(loopback_only())
-        .build_guarded((Arc::clone(&file), TracingJournal))
+        .build((Arc::clone(&file), TracingJournal))
         .unwrap();
 
     let webhook = Webhook::json("orders.daily_total", &json!({"orders": 1}));
@@ -178,7 +178,7 @@ async fn a_secret_path_is_kept_out_of_journal_log_and_errors_when_redacted() {
         let client = WebhookClient::builder(receiver.url(&path))
             .ssrf_policy(loopback_only())
             .redaction(RedactionPolicy::new(redaction))
-            .build_guarded((Arc::clone(&file), TracingJournal))
+            .build((Arc::clone(&file), TracingJournal))
             .unwrap()
             .with_retry(quick_retries().with_max_attempts(2));
         assert_eq!(client.redaction().target(), redaction);

@@ -22,7 +22,7 @@ fn ping() -> Webhook {
 async fn host_names_resolving_to_internal_addresses_are_refused_by_the_resolver() {
     let receiver = Receiver::start().await;
     let client = WebhookClient::builder(format!("http://localhost:{}/hooks", receiver.port()))
-        .build_guarded(MemoryJournal::new())
+        .build(MemoryJournal::new())
         .unwrap();
 
     let error = match client.send(&contexts::live(), &ping()).await {
@@ -48,7 +48,7 @@ async fn allow_lists_open_loopback_by_host_or_by_network() {
     let receiver = Receiver::start().await;
     let by_host = WebhookClient::builder(format!("http://localhost:{}/by-host", receiver.port()))
         .ssrf_policy(SsrfPolicy::default().allow_host("localhost"))
-        .build_guarded(MemoryJournal::new())
+        .build(MemoryJournal::new())
         .unwrap();
     assert!(
         by_host
@@ -60,7 +60,7 @@ async fn allow_lists_open_loopback_by_host_or_by_network() {
 
     let by_network = WebhookClient::builder(receiver.url("/by-network"))
         .ssrf_policy(loopback_only())
-        .build_guarded(MemoryJournal::new())
+        .build(MemoryJournal::new())
         .unwrap();
     assert!(
         by_network
@@ -94,7 +94,7 @@ async fn allow_list_text_takes_cidr_networks_and_refuses_bad_ones() {
         let policy = SsrfPolicy::default().allow(entry).unwrap();
         let client = WebhookClient::builder(receiver.url("/cidr"))
             .ssrf_policy(policy)
-            .build_guarded(MemoryJournal::new())
+            .build(MemoryJournal::new())
             .unwrap();
         let outcome = client.send(&contexts::live(), &ping()).await;
         assert!(
@@ -105,7 +105,7 @@ async fn allow_list_text_takes_cidr_networks_and_refuses_bad_ones() {
     // A network that does not hold the receiver's address leaves it refused.
     let client = WebhookClient::builder(receiver.url("/elsewhere"))
         .ssrf_policy(SsrfPolicy::default().allow("::1/128").unwrap())
-        .build_guarded(MemoryJournal::new())
+        .build(MemoryJournal::new())
         .unwrap();
     match client.send(&contexts::live(), &ping()).await {
         Err(SendError::Failed { source, .. }) => assert!(source.is_ssrf_refused(), "{source}"),

@@ -20,7 +20,7 @@ async fn assert_suppressed(cx: ReplayContext, reasons: &[&str]) {
     let client = WebhookClient::builder(receiver.url("/hooks"))
         .signing_secret(SecretString::from("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"))
         .ssrf_policy(loopback_only())
-        .build_guarded(journal.open())
+        .build(journal.open())
         .unwrap();
 
     let outcome = client.send(&cx, &order_totals()).await.unwrap();
@@ -79,7 +79,7 @@ async fn backfill_with_an_unresolvable_endpoint_still_journals_cleanly() {
     // that none was made. The default SSRF policy is in force and is never consulted either.
     let journal = JournalFile::new();
     let client = WebhookClient::builder("https://partner.invalid/hooks/orders?token=abc")
-        .build_guarded(journal.open())
+        .build(journal.open())
         .unwrap();
     for window in contexts::last_month_window()
         .split(chrono::TimeDelta::hours(6))

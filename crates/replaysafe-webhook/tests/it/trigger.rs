@@ -32,7 +32,7 @@ fn airflow(
     TriggerClient::airflow(receiver.url("/airflow"))
         .bearer_token(SecretString::from("airflow-jwt"))
         .ssrf_policy(loopback_only())
-        .build_guarded(journal)
+        .build(journal)
         .unwrap()
 }
 
@@ -104,7 +104,7 @@ async fn airflow_preset_with_basic_auth_and_a_logical_date_of_its_own() {
     let client = TriggerClient::airflow(receiver.url("/"))
         .basic_auth("pipeline", SecretString::from("pw"))
         .ssrf_policy(loopback_only())
-        .build_guarded(MemoryJournal::new())
+        .build(MemoryJournal::new())
         .unwrap();
     let logical_date = contexts::current_window().end();
     client
@@ -224,7 +224,7 @@ async fn generic_trigger_url_posts_the_window_and_conf() {
     let receiver = Receiver::start().await;
     let client = TriggerClient::url(receiver.url("/ci/run?token=t"))
         .ssrf_policy(loopback_only())
-        .build_guarded(MemoryJournal::new())
+        .build(MemoryJournal::new())
         .unwrap();
     let cx = contexts::live();
 
@@ -285,7 +285,7 @@ async fn invalid_triggers_are_refused_before_anything_is_sent() {
     }
     let put = TriggerClient::airflow("https://airflow.example").method(Method::PUT);
     assert_eq!(
-        put.build_guarded(MemoryJournal::new()).unwrap_err().field(),
+        put.build(MemoryJournal::new()).unwrap_err().field(),
         Some("method")
     );
     assert!(receiver.requests().is_empty());

@@ -137,7 +137,7 @@ async fn every_http_adapter_refuses_the_corpus_before_connecting() {
         );
 
         let webhook = WebhookClient::builder(format!("{url}/hooks"))
-            .build_guarded(journal.clone())
+            .build(journal.clone())
             .unwrap();
         let result = webhook
             .send(&cx, &Webhook::json("ping", &serde_json::json!({})))
@@ -147,9 +147,7 @@ async fn every_http_adapter_refuses_the_corpus_before_connecting() {
             e.ssrf_refusal().map(|r| r.class())
         ));
 
-        let airflow = TriggerClient::airflow(&url)
-            .build_guarded(journal.clone())
-            .unwrap();
+        let airflow = TriggerClient::airflow(&url).build(journal.clone()).unwrap();
         let result = airflow.send(&cx, &Trigger::new("daily_reports")).await;
         check!("airflow trigger", url, class, listener, result, |e| (
             e.is_ssrf_refused(),
@@ -157,7 +155,7 @@ async fn every_http_adapter_refuses_the_corpus_before_connecting() {
         ));
 
         let trigger = TriggerClient::url(format!("{url}/run"))
-            .build_guarded(journal.clone())
+            .build(journal.clone())
             .unwrap();
         let result = trigger.send(&cx, &Trigger::new("daily_reports")).await;
         check!("url trigger", url, class, listener, result, |e| (
@@ -166,7 +164,7 @@ async fn every_http_adapter_refuses_the_corpus_before_connecting() {
         ));
 
         let alertmanager = AlertmanagerClient::builder(&url)
-            .build_guarded(journal.clone())
+            .build(journal.clone())
             .unwrap();
         let late = Alert::trigger("orders_freshness", "orders are 3 h late");
         let result = alertmanager.send(&cx, &late).await;
@@ -178,7 +176,7 @@ async fn every_http_adapter_refuses_the_corpus_before_connecting() {
         let pagerduty =
             PagerDutyClient::builder(SecretString::from("routing-key-0123456789abcdef"))
                 .base_url(&url)
-                .build_guarded(journal.clone())
+                .build(journal.clone())
                 .unwrap();
         let result = pagerduty.send(&cx, &late).await;
         check!("pagerduty", url, class, listener, result, |e| (
@@ -188,7 +186,7 @@ async fn every_http_adapter_refuses_the_corpus_before_connecting() {
 
         let slack =
             SlackClient::builder(SecretString::from(format!("{url}/services/T0/B0/secret")))
-                .build_guarded(journal.clone())
+                .build(journal.clone())
                 .unwrap();
         let result = slack
             .send(
@@ -202,7 +200,7 @@ async fn every_http_adapter_refuses_the_corpus_before_connecting() {
         ));
 
         let pushgateway = PushgatewayClient::builder(&url)
-            .build_guarded(journal.clone())
+            .build(journal.clone())
             .unwrap();
         let push = Push::replace("nightly_export").with_sample(Sample::gauge("rows", 1.0));
         let result = pushgateway.send(&cx, &push).await;
