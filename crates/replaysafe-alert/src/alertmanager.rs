@@ -7,8 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 use replaysafe_core::{
-    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal,
-    ReplayContext, rfc3339,
+    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, ReplayContext,
+    rfc3339,
 };
 use replaysafe_http::{Call, Endpoint, HttpClient, Method, SsrfPolicy, drain};
 use serde::Deserialize;

@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use replaysafe_core::{
-    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal,
-    ReplayContext,
+    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, ReplayContext,
 };
 use replaysafe_http::{Call, Endpoint, HttpClient, Method, SsrfPolicy, drain};
 use secrecy::SecretString;

@@ -12,8 +12,8 @@ use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::transport::smtp::{AsyncSmtpTransportBuilder, PoolConfig};
 use lettre::{AsyncFileTransport, AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
 use replaysafe_core::{
-    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal,
-    RedactionPolicy, ReplayContext, TargetRedaction,
+    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, RedactionPolicy,
+    ReplayContext, TargetRedaction,
 };
 use secrecy::{ExposeSecret, SecretString};
 

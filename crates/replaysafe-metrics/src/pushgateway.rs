@@ -7,8 +7,7 @@ use async_trait::async_trait;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE;
 use replaysafe_core::{
-    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal,
-    ReplayContext,
+    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, ReplayContext,
 };
 use replaysafe_http::{Call, Endpoint, HttpClient, SsrfPolicy, drain};
 use reqwest::header::CONTENT_TYPE;

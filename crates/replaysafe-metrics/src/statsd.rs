@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use replaysafe_core::{
-    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal,
-    ReplayContext,
+    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, ReplayContext,
 };
 use tokio::net::UdpSocket;
 use tokio::sync::OnceCell;

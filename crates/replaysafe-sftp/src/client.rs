@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use replaysafe_core::{
-    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal,
-    RedactionPolicy, ReplayContext,
+    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, RedactionPolicy,
+    ReplayContext,
 };
 use secrecy::SecretString;
 

@@ -21,6 +21,9 @@ impl CapturedLogs {
     pub fn capture_thread() -> (CapturedLogs, DefaultGuard) {
         let logs = CapturedLogs::default();
         let guard = tracing::subscriber::set_default(logs.subscriber());
+        // Another test thread may have cached "no interest" for a callsite while no
+        // subscriber of this thread existed yet: ask every callsite again.
+        tracing::callsite::rebuild_interest_cache();
         (logs, guard)
     }
 
@@ -32,7 +35,9 @@ impl CapturedLogs {
         Ok(logs)
     }
 
-    /// A subscriber writing every event here.
+    /// A subscriber writing every event here. With `tracing::subscriber::with_default`,
+    /// call `tracing::callsite::rebuild_interest_cache()` inside the closure, as
+    /// [`CapturedLogs::capture_thread`] does, so no callsite keeps a stale "no interest".
     pub fn subscriber(&self) -> impl tracing::Subscriber + Send + Sync + 'static {
         tracing_subscriber::fmt()
             .with_max_level(tracing::Level::TRACE)

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use replaysafe_core::{
     Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, IdempotencyKey,
-    Journal, ReplayContext, rfc3339,
+    ReplayContext, rfc3339,
 };
 use reqwest::{Method, StatusCode};
 

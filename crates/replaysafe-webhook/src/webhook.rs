@@ -5,8 +5,7 @@ use std::fmt;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use replaysafe_core::{
-    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal,
-    ReplayContext,
+    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, ReplayContext,
 };
 use reqwest::{Method, StatusCode};
 

@@ -357,6 +357,7 @@ fn canary_secrets_reach_no_journal_and_no_log() {
     let _ = std::fs::remove_file(&path);
 
     tracing::subscriber::with_default(subscriber, || {
+        tracing::callsite::rebuild_interest_cache();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
