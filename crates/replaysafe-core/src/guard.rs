@@ -267,7 +267,7 @@ impl<C: EffectClient> Guard<C> {
             decision,
         } = self.preview(cx, effect)?;
         let redaction = self.redaction();
-        if decision.is_suppressed() {
+        if decision.suppresses() {
             EffectRecord::new(cx, &description, &key, &decision, redaction)
                 .write(&*self.config.journal, Step::Suppressed)
                 .map_err(|source| SendError::Journal {

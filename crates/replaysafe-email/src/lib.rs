@@ -104,7 +104,7 @@
 //! # Journal
 //!
 //! Kind `email`, the message type, the target redacted `*@domain` (choose another policy
-//! with [`SmtpBuilder::redaction`], which errors follow too), the subject as summary, and as payload the
+//! with [`SmtpClientBuilder::redaction`], which errors follow too), the subject as summary, and as payload the
 //! SHA-256 and size of the content: the text body, the HTML alternative and the
 //! attachments, framed unambiguously (see `docs/adapters/email.md`). Headers are left
 //! out of the digest: the `Date` and the MIME boundaries change on every rendering.
@@ -124,7 +124,7 @@ mod email;
 mod error;
 mod ext;
 
-pub use client::{EmailClient, EmailReceipt, FolderBuilder, SmtpBuilder, TlsMode};
+pub use client::{EmailClient, EmailReceipt, FolderClientBuilder, SmtpClientBuilder, TlsMode};
 pub use email::{Attachment, Email, EmailBuilder, Fanout, Mailbox};
 pub use error::Error;
 pub use ext::{EmailGuardExt, EmailOutcomes};
