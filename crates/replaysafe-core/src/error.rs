@@ -40,6 +40,9 @@ pub enum Error {
         /// What is wrong with it.
         problem: String,
     },
+    /// The journal could not be opened.
+    #[error("opening the journal")]
+    Journal(#[source] crate::journal::JournalError),
     /// The data window read from the environment is inverted (its end is before its start).
     #[error(
         "inverted data window from {source_vars}: end {end} is before start {start}; \
@@ -53,6 +56,12 @@ pub enum Error {
         /// End read.
         end: DateTime<Utc>,
     },
+}
+
+impl From<crate::journal::JournalError> for Error {
+    fn from(source: crate::journal::JournalError) -> Self {
+        Error::Journal(source)
+    }
 }
 
 impl Error {

@@ -17,7 +17,7 @@ use replaysafe_core::{
 };
 use secrecy::{ExposeSecret, SecretString};
 
-use crate::Email;
+use crate::EmailCopy;
 use crate::error::{Error, Invalid};
 
 /// How the SMTP connection is protected.
@@ -492,16 +492,17 @@ impl SmtpBackend {
 
 #[async_trait]
 impl EffectClient for EmailClient {
-    type Effect = Email;
+    type Effect = EmailCopy;
     type Receipt = EmailReceipt;
     type Error = Error;
 
     /// Checks every field of the email (see [`Email`]) and describes one effect: kind
     /// `email`, the email's message type, the recipient (or the sorted recipient set)
     /// as target, the subject as summary, the body digest as payload.
-    fn describe(&self, _cx: &ReplayContext, email: &Email) -> Result<EffectDescription, Error> {
+    fn describe(&self, _cx: &ReplayContext, copy: &EmailCopy) -> Result<EffectDescription, Error> {
+        let email = copy.email();
         let validated = email.validated()?;
-        let target = email.target(&validated)?;
+        let target = copy.target(&validated);
         let description = EffectDescription::new(EffectKind::Email, email.message_type(), target)
             .map_err(|e| Invalid::new("message_type", e.to_string()))?;
         Ok(description
@@ -510,9 +511,13 @@ impl EffectClient for EmailClient {
     }
 
     /// Sends one copy, with `Message-ID: <{key}@{sender domain}>`; makes one attempt.
-    async fn deliver(&self, delivery: &Delivery<'_>, email: &Email) -> Result<EmailReceipt, Error> {
-        let validated = email.validated()?;
-        let message = email.message(&validated, delivery.key())?;
+    async fn deliver(
+        &self,
+        delivery: &Delivery<'_>,
+        copy: &EmailCopy,
+    ) -> Result<EmailReceipt, Error> {
+        let validated = copy.email().validated()?;
+        let message = copy.message(&validated, delivery.key())?;
         let message_id = validated.message_id(delivery.key());
         match &self.backend {
             Backend::Smtp(smtp) => {

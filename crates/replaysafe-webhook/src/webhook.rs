@@ -196,7 +196,7 @@ impl fmt::Debug for Webhook {
 
 impl Webhook {
     /// A JSON webhook; the body is `body` serialized compactly.
-    pub fn json(event_type: impl Into<String>, body: &serde_json::Value) -> Self {
+    pub fn json(event_type: impl Into<String>, body: serde_json::Value) -> Self {
         Webhook {
             event_type: event_type.into(),
             content_type: "application/json".into(),
@@ -221,7 +221,7 @@ impl Webhook {
             "timestamp": replaysafe_core::rfc3339(occurred_at),
             "data": data,
         });
-        Webhook::json(event_type, &body)
+        Webhook::json(event_type, body)
     }
 
     /// A webhook with a body of any content type.

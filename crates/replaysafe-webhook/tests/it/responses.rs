@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::support::{Receiver, Reply, loopback_only, quick_retries, settle, yield_until};
 
 fn order_totals() -> Webhook {
-    Webhook::json("orders.daily_total", &json!({"orders": 1204}))
+    Webhook::json("orders.daily_total", json!({"orders": 1204}))
 }
 
 fn client(receiver: &Receiver, retry: RetryPolicy) -> (Guard<WebhookClient>, Arc<MemoryJournal>) {
