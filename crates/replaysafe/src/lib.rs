@@ -102,7 +102,7 @@ pub use replaysafe_email as email;
 pub struct RawClientsAreNotPublic;
 
 /// The README's example, compiled and run as a doctest.
-#[cfg(all(doctest, feature = "testing"))]
+#[cfg(all(doctest, feature = "testing", feature = "webhook", feature = "email"))]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeExample;
 
