@@ -327,7 +327,8 @@ impl<C: EffectClient> Guard<C> {
                     return Ok((receipt, attempt));
                 }
                 Err(error) => {
-                    let message = error.to_string();
+                    // The whole chain: each layer says what it was doing, once.
+                    let message = crate::error_chain(&error);
                     let failed = Step::Failed {
                         attempt,
                         error: &message,
