@@ -1,0 +1,4 @@
+mod ops;
+mod staging;
+mod support;
+mod worker;
