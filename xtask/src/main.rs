@@ -4,6 +4,8 @@
 //!   the dependency boundary of replaysafe-core; prints the time of each phase.
 //! - `cargo xtask demo`: the example pipeline, live window then backfill.
 //! - `cargo xtask bench`: benchmarks; writes `target/bench/summary.json`.
+//! - `cargo xtask soak outbox [--kills N]`: the outbox's crash test with real processes;
+//!   merges its figures into `target/bench/summary.json`.
 //! - `cargo xtask services [NAME...]`: starts the test servers and prints their
 //!   environment, until interrupted, for running `cargo test` by hand.
 
@@ -13,6 +15,7 @@ mod bench;
 mod ci;
 mod demo;
 mod services;
+mod soak;
 mod system;
 #[cfg(test)]
 mod tidy;
@@ -30,6 +33,7 @@ fn main() -> ExitCode {
         "demo" => demo::run(rest),
         "bench" => bench::run(rest),
         "services" => services::run_foreground(rest),
+        "soak" => soak::run(rest),
         "help" | "--help" | "-h" => {
             print!("{}", HELP);
             Ok(())
@@ -52,5 +56,7 @@ commands:
   ci                 every check CI runs: fmt, clippy, tests against real servers, docs, dependency boundary
   demo [--real]      the example pipeline: the current window delivered, a backfill suppressed
   bench              benchmarks; writes target/bench/summary.json
+  soak outbox [--kills N] [--workers W]
+                     the outbox crash test: SIGKILLed workers, 0 lost, 0 duplicates (default 1000 kills)
   services [NAME..]  start test servers on 127.0.0.1, print their environment, wait for Ctrl-C
 ";

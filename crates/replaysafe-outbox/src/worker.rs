@@ -197,6 +197,8 @@ pub struct WorkerStats {
     pub stale_completions: u64,
     /// Claimed rows given back unattempted when stopping.
     pub released: u64,
+    /// Claimed rows left unattempted because the lease ran out before their turn.
+    pub lease_expired: u64,
     /// Store errors logged and survived.
     pub store_errors: u64,
 }
@@ -210,6 +212,7 @@ impl WorkerStats {
         self.dead += other.dead;
         self.stale_completions += other.stale_completions;
         self.released += other.released;
+        self.lease_expired += other.lease_expired;
         self.store_errors += other.store_errors;
     }
 }
@@ -325,6 +328,10 @@ impl Worker {
             lease: self.lease,
             now: self.clock.now(),
         };
+        let lease_ends = request
+            .now
+            .checked_add_signed(TimeDelta::from_std(self.lease).unwrap_or(TimeDelta::MAX))
+            .unwrap_or(request.now);
         let rows = self.store.claim(&request).await?;
         stats.claimed = rows.len() as u64;
         for (index, row) in rows.iter().enumerate() {
@@ -332,6 +339,12 @@ impl Worker {
                 let rest = &rows[index..];
                 self.store.release(rest).await?;
                 stats.released += rest.len() as u64;
+                break;
+            }
+            if self.clock.now() >= lease_ends {
+                // The process was held up past its lease (a pause, a frozen VM): the rest
+                // of the batch may already be another worker's. Leave it to them.
+                stats.lease_expired += (rows.len() - index) as u64;
                 break;
             }
             self.work(row, &mut stats).await?;

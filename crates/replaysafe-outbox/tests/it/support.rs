@@ -39,6 +39,8 @@ pub(crate) struct NoteClient {
     pub(crate) received: Arc<Mutex<Vec<(String, Note)>>>,
     pub(crate) failures: Arc<Mutex<VecDeque<TestError>>>,
     pub(crate) on_deliver: Arc<Mutex<Option<tokio::sync::oneshot::Sender<()>>>>,
+    /// Moves this clock forward on every delivery (a worker held up mid-batch).
+    pub(crate) slow: Arc<Mutex<Option<(Arc<FixedClock>, chrono::TimeDelta)>>>,
 }
 
 impl NoteClient {
@@ -69,6 +71,9 @@ impl EffectClient for NoteClient {
     async fn deliver(&self, delivery: &Delivery<'_>, note: &Note) -> Result<(), TestError> {
         if let Some(signal) = self.on_deliver.lock().unwrap().take() {
             let _ = signal.send(());
+        }
+        if let Some((clock, by)) = self.slow.lock().unwrap().as_ref() {
+            clock.advance(*by);
         }
         if let Some(error) = self.failures.lock().unwrap().pop_front() {
             return Err(error);

@@ -487,3 +487,24 @@ async fn stopping_finishes_the_delivery_in_flight_and_releases_the_rest() {
         .unwrap();
     assert_eq!(pending, 4);
 }
+
+#[tokio::test]
+async fn a_worker_held_up_past_its_lease_leaves_the_rest_of_its_batch() {
+    let fx = Fixture::new();
+    for day in 0..3 {
+        fx.stage(&fx.live(), &Note::new(&format!("total_{day}"), "1"));
+    }
+    *fx.client.slow.lock().unwrap() = Some((fx.clock.clone(), TimeDelta::seconds(61)));
+    let worker = fx.worker().build().unwrap();
+    let stats = worker.run_once().await.unwrap();
+    assert_eq!(
+        (stats.claimed, stats.delivered, stats.lease_expired),
+        (3, 1, 2),
+        "{stats:?}"
+    );
+    assert_eq!(fx.client.received().len(), 1);
+    // The two left behind are reclaimed once their lease is over, and delivered.
+    *fx.client.slow.lock().unwrap() = None;
+    assert_eq!(worker.drain().await.unwrap().delivered, 2);
+    assert_eq!(fx.store().counters().await.unwrap().reclaimed, 2);
+}
