@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use chrono::TimeDelta;
+use chrono::{DurationRound, TimeDelta};
 use replaysafe_core::{FixedClock, MemoryJournal, RunKind};
 use replaysafe_outbox::rusqlite::Connection;
 use replaysafe_outbox::{OutboxStore, Route, Status, Worker, sqlite};
@@ -151,4 +151,95 @@ async fn a_receivers_retry_after_sets_the_next_attempt_and_a_4xx_dead_letters() 
         dead[0].last_error
     );
     assert_eq!(receiver.requests().len(), 2);
+}
+
+/// The Python block of `docs/reference/outbox.md`.
+fn python_recipe() -> (String, String) {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/reference/outbox.md"
+    ))
+    .unwrap();
+    let start = doc.find("```python\n").unwrap() + "```python\n".len();
+    let end = start + doc[start..].find("```").unwrap();
+    (doc.clone(), doc[start..end].to_owned())
+}
+
+#[test]
+fn the_documented_upsert_is_the_one_the_crate_runs() {
+    let (doc, python) = python_recipe();
+    assert!(
+        doc.contains(&format!("```sql\n{}\n```", sqlite::STAGE_SQL)),
+        "docs/reference/outbox.md shows another statement"
+    );
+    assert!(python.contains(&format!(
+        "STAGE_SQL = \"\"\"\n{}\n\"\"\"",
+        sqlite::STAGE_SQL
+    )));
+}
+
+#[tokio::test]
+async fn a_row_staged_by_python_in_its_own_transaction_is_delivered_by_a_rust_worker() {
+    let receiver = Receiver::start().await;
+    let route = webhook_route(&receiver, Arc::new(MemoryJournal::new()));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.db");
+    let store = sqlite::SqliteOutbox::open(&path).unwrap();
+    let end = chrono::Utc::now()
+        .duration_trunc(TimeDelta::minutes(1))
+        .unwrap();
+    let (start, end) = (
+        replaysafe_core::rfc3339(end - TimeDelta::hours(1)),
+        replaysafe_core::rfc3339(end),
+    );
+
+    let (_, recipe) = python_recipe();
+    let script = dir.path().join("stage.py");
+    std::fs::write(
+        &script,
+        recipe
+            + r#"
+
+import sqlite3
+import sys
+
+conn = sqlite3.connect(sys.argv[1])
+conn.execute("PRAGMA busy_timeout = 30000")
+with conn:
+    conn.execute("CREATE TABLE IF NOT EXISTS orders_daily (day TEXT, total INTEGER)")
+    conn.execute("INSERT INTO orders_daily VALUES ('2026-08-05', 42)")
+    print(stage_webhook(conn, route="partner_webhook", target=sys.argv[2], pipeline="daily_orders",
+                        run_id="scheduled__python", window_start=sys.argv[3], window_end=sys.argv[4],
+                        event_type="orders.total", data={"total": 42}))
+"#,
+    )
+    .unwrap();
+    let output = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(&path)
+        .args([receiver.url(), start, end])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let key = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+
+    let worker = Worker::builder(store.clone())
+        .add_route(route)
+        .build()
+        .unwrap();
+    let stats = worker.drain().await.unwrap();
+    assert_eq!(
+        stats.delivered,
+        1,
+        "{stats:?} {:?}",
+        store.list(Status::Dead, 1).await.unwrap()
+    );
+    let requests = receiver.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].idempotency_key.as_deref(), Some(key.as_str()));
+    assert_eq!(requests[0].body, r#"{"total":42}"#);
 }
