@@ -33,6 +33,9 @@ impl Note {
     }
 }
 
+/// A clock to move forward on every delivery, and by how much.
+pub(crate) type Slowdown = (Arc<FixedClock>, chrono::TimeDelta);
+
 /// Records what it delivers; fails with the queued errors first.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct NoteClient {
@@ -40,7 +43,7 @@ pub(crate) struct NoteClient {
     pub(crate) failures: Arc<Mutex<VecDeque<TestError>>>,
     pub(crate) on_deliver: Arc<Mutex<Option<tokio::sync::oneshot::Sender<()>>>>,
     /// Moves this clock forward on every delivery (a worker held up mid-batch).
-    pub(crate) slow: Arc<Mutex<Option<(Arc<FixedClock>, chrono::TimeDelta)>>>,
+    pub(crate) slow: Arc<Mutex<Option<Slowdown>>>,
 }
 
 impl NoteClient {
