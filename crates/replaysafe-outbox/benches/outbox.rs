@@ -106,57 +106,64 @@ fn main() {
         replaysafe_core::rfc3339(live.window().end()),
     );
 
-    // 1. Staging, 500 rows a transaction, against the raw upsert of the same rows.
+    // 1. Staging, 500 rows a transaction, against the raw upsert of the same rows: new
+    //    rows (a run staging its window), then the same rows again (a replay restaging).
     const CHUNKS: usize = 8;
     const PER_CHUNK: usize = 500;
+    let now_ms = contexts::now().timestamp_millis();
     let mut staged_db = database(&scratch.join("staged.db"));
     let mut raw_db = database(&scratch.join("raw.db"));
-    let prepared: Vec<Vec<(String, Message, String)>> = (0..CHUNKS)
-        .map(|chunk| {
-            (0..PER_CHUNK)
-                .map(|i| {
-                    let m = message(chunk, i);
-                    let (description, key, _) = route.guard().preview(&live, &m).unwrap();
-                    let json = serde_json::to_string(&m).unwrap();
-                    let _ = description;
-                    (key.as_str().to_owned(), m, json)
-                })
-                .collect()
-        })
-        .collect();
-    let now_ms = contexts::now().timestamp_millis();
+    let stage_chunk = |conn: &mut Connection, messages: &[Message]| {
+        let tx = conn.transaction().unwrap();
+        for m in messages {
+            sqlite::stage(&tx, &live, &route, m).unwrap();
+        }
+        tx.commit().unwrap();
+    };
+    let raw_chunk = |conn: &mut Connection, messages: &[Message]| {
+        let tx = conn.transaction().unwrap();
+        {
+            let mut upsert = tx.prepare_cached(RAW_UPSERT).unwrap();
+            for m in messages {
+                // What any outbox computes to form the row: the key, the JSON, the digest.
+                let key = replaysafe_core::IdempotencyKey::derive(
+                    "daily_orders",
+                    &EffectKind::Webhook,
+                    &m.message_type,
+                    "https://partner.example/hooks",
+                    live.window(),
+                );
+                let json = serde_json::to_string(m).unwrap();
+                let digest = replaysafe_core::PayloadDigest::of(m.body.as_bytes());
+                upsert
+                    .execute(params![
+                        key.as_str(),
+                        m.message_type,
+                        window_start,
+                        window_end,
+                        json,
+                        digest.sha256_hex(),
+                        m.body.len() as i64,
+                        now_ms
+                    ])
+                    .unwrap();
+            }
+        }
+        tx.commit().unwrap();
+    };
+    // New rows: every call stages messages never staged before.
+    let fresh = |call: &std::cell::Cell<usize>| {
+        call.set(call.get() + 1);
+        (0..PER_CHUNK)
+            .map(|i| message(1000 + call.get(), i))
+            .collect::<Vec<_>>()
+    };
+    let (subject_calls, baseline_calls) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
     let (subject, baseline) = interleaved_chunks(
         CHUNKS,
-        5,
-        |chunk| {
-            let tx = staged_db.transaction().unwrap();
-            for (_, m, _) in &prepared[chunk] {
-                sqlite::stage(&tx, &live, &route, m).unwrap();
-            }
-            tx.commit().unwrap();
-        },
-        |chunk| {
-            let tx = raw_db.transaction().unwrap();
-            {
-                let mut upsert = tx.prepare_cached(RAW_UPSERT).unwrap();
-                for (key, m, json) in &prepared[chunk] {
-                    let digest = replaysafe_core::PayloadDigest::of(m.body.as_bytes());
-                    upsert
-                        .execute(params![
-                            key,
-                            m.message_type,
-                            window_start,
-                            window_end,
-                            json,
-                            digest.sha256_hex(),
-                            m.body.len() as i64,
-                            now_ms
-                        ])
-                        .unwrap();
-                }
-            }
-            tx.commit().unwrap();
-        },
+        3,
+        |_| stage_chunk(&mut staged_db, &fresh(&subject_calls)),
+        |_| raw_chunk(&mut raw_db, &fresh(&baseline_calls)),
     );
     let rows = CHUNKS * PER_CHUNK;
     report.figure(
@@ -172,7 +179,59 @@ fn main() {
     report.ratio(
         "outbox.stage.vs_raw_upsert",
         baseline.as_secs_f64() / subject.as_secs_f64(),
-        "raw rusqlite upsert of the same rows, 500 a transaction",
+        "raw rusqlite upsert of the same new rows (key, JSON and digest computed per row), 500 a transaction",
+    );
+    // The same rows again, with changed data each time: a replay restaging its windows
+    // after a correction. Then unchanged data, which writes nothing at all.
+    let same: Vec<Vec<Message>> = (0..CHUNKS)
+        .map(|chunk| (0..PER_CHUNK).map(|i| message(chunk, i)).collect())
+        .collect();
+    for chunk in &same {
+        stage_chunk(&mut staged_db, chunk);
+        raw_chunk(&mut raw_db, chunk);
+    }
+    let changed = |chunk: usize, call: &std::cell::Cell<usize>| {
+        call.set(call.get() + 1);
+        same[chunk]
+            .iter()
+            .map(|m| Message {
+                message_type: m.message_type.clone(),
+                body: format!("{}{}", m.body, call.get()),
+            })
+            .collect::<Vec<_>>()
+    };
+    let (subject_calls, baseline_calls) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+    let (subject, baseline) = interleaved_chunks(
+        CHUNKS,
+        3,
+        |chunk| stage_chunk(&mut staged_db, &changed(chunk, &subject_calls)),
+        |chunk| raw_chunk(&mut raw_db, &changed(chunk, &baseline_calls)),
+    );
+    report.figure(
+        "outbox.restage.rows_per_second",
+        per_second(rows, subject),
+        "rows/s",
+    );
+    report.ratio(
+        "outbox.restage.vs_raw_upsert",
+        baseline.as_secs_f64() / subject.as_secs_f64(),
+        "raw rusqlite upsert of the same existing rows with changed data, 500 a transaction",
+    );
+    let (subject, baseline) = interleaved_chunks(
+        CHUNKS,
+        3,
+        |chunk| stage_chunk(&mut staged_db, &same[chunk]),
+        |chunk| raw_chunk(&mut raw_db, &same[chunk]),
+    );
+    report.figure(
+        "outbox.restage_unchanged.rows_per_second",
+        per_second(rows, subject),
+        "rows/s",
+    );
+    report.ratio(
+        "outbox.restage_unchanged.vs_raw_upsert",
+        baseline.as_secs_f64() / subject.as_secs_f64(),
+        "raw rusqlite upsert of the same existing rows, unchanged, 500 a transaction",
     );
 
     // 2. One worker against a raw claim-and-complete loop, both over 4000 rows.
@@ -263,7 +322,10 @@ fn main() {
                     .unwrap();
             }
         }
-        tx.execute("UPDATE replaysafe_outbox SET status = 'delivered', delivered_at_ms = ?1 WHERE route = 'bench'", [now_ms])
+        tx.execute(
+            "UPDATE replaysafe_outbox SET status = 'delivered', delivered_at_ms = ?1 WHERE message_type LIKE 'old.%'",
+            [now_ms],
+        )
             .unwrap();
         tx.commit().unwrap();
         let worker = Worker::builder(sqlite::SqliteOutbox::open(&path).unwrap())

@@ -252,13 +252,15 @@ pub(crate) struct StagedRow {
 pub struct Staged {
     /// The row's key: the effect's idempotency key.
     pub key: String,
-    /// `Pending` when a worker may deliver it, `Suppressed` when the gate stopped it.
+    /// The gate's verdict at staging: `Pending` when a worker may deliver the effect,
+    /// `Suppressed` when the gate stopped it. An existing row keeps its own status where
+    /// the staging rules say so (a delivered row stays delivered).
     pub status: Status,
     /// The gate's reasons at staging, snake_case.
     pub reasons: Vec<String>,
-    /// Whether the row was written; `false` when the row holds a newer source version,
-    /// and then `status` is the row's own.
-    pub applied: bool,
+    /// Whether the row was inserted or changed: `false` when the row holds a newer source
+    /// version, or already holds this effect.
+    pub changed: bool,
 }
 
 /// The version of the source data an effect reports on, such as its `updated_at`:
@@ -386,7 +388,7 @@ where
         key: row.key.clone(),
         status,
         reasons,
-        applied: true,
+        changed: true,
     };
     Ok((row, staged))
 }

@@ -53,11 +53,7 @@ CREATE TABLE replaysafe_outbox (
     delivered_sha256       TEXT,
     changed_after_delivery INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX replaysafe_outbox_due ON replaysafe_outbox (next_attempt_at_ms)
-    WHERE status = 'pending';
-CREATE INDEX replaysafe_outbox_lease ON replaysafe_outbox (lease_until_ms)
-    WHERE status = 'claimed';
-CREATE INDEX replaysafe_outbox_status ON replaysafe_outbox (status, staged_at_ms);
+CREATE INDEX replaysafe_outbox_due ON replaysafe_outbox (status, next_attempt_at_ms);
 CREATE TABLE replaysafe_outbox_audit (
     id              INTEGER PRIMARY KEY,
     at_ms           INTEGER NOT NULL,

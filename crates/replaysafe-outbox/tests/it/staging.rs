@@ -21,7 +21,7 @@ fn a_current_run_stages_a_pending_row_that_commits_with_the_data() {
 
     assert_eq!(staged.status, Status::Pending);
     assert_eq!(staged.reasons, ["current_window"]);
-    assert!(staged.applied);
+    assert!(staged.changed);
     assert_eq!(fx.row_count(), 1);
     assert_eq!(fx.column::<String>(&staged.key, "route"), "partner_webhook");
     assert_eq!(fx.column::<String>(&staged.key, "run_kind"), "scheduled");
@@ -101,14 +101,24 @@ fn every_replay_context_stages_suppressed() {
 fn a_replay_restages_the_same_row_and_never_adds_one() {
     let fx = Fixture::new();
     let first = fx.stage(&fx.backfill(), &Note::new("daily_total", "41"));
-    let second = fx.stage(
-        &fx.backfill()
-            .with_run_id(replaysafe_core::RunId::new("backfill__again").unwrap()),
-        &Note::new("daily_total", "41"),
-    );
+    let again = fx
+        .backfill()
+        .with_run_id(replaysafe_core::RunId::new("backfill__again").unwrap());
+    let second = fx.stage(&again, &Note::new("daily_total", "41"));
     assert_eq!(first.key, second.key);
     assert_eq!(fx.row_count(), 1);
+    assert!(!second.changed, "the same effect again writes nothing");
+    assert_eq!(
+        fx.column::<String>(&first.key, "run_id"),
+        fx.backfill().run_id().as_str()
+    );
+
+    // Changed data restages the row, still one, with the newer staging's context.
+    let third = fx.stage(&again, &Note::new("daily_total", "40"));
+    assert!(third.changed);
+    assert_eq!(fx.row_count(), 1);
     assert_eq!(fx.column::<String>(&first.key, "run_id"), "backfill__again");
+    assert!(fx.column::<String>(&first.key, "effect").contains("\"40\""));
 }
 
 #[test]
@@ -119,7 +129,13 @@ fn a_replay_never_demotes_a_row_a_current_run_staged() {
     let replay = live.with_run_kind(RunKind::Replay);
     let second = fx.stage(&replay, &Note::new("daily_total", "43"));
     assert_eq!(first.key, second.key);
-    assert_eq!(second.status, Status::Pending);
+    assert_eq!(
+        second.status,
+        Status::Suppressed,
+        "the gate's verdict on the replay"
+    );
+    assert!(second.changed, "the newer payload is taken");
+    assert_eq!(fx.column::<String>(&first.key, "status"), "pending");
     assert_eq!(fx.column::<String>(&first.key, "run_kind"), "scheduled");
     assert_eq!(fx.row_count(), 1);
 }
@@ -163,9 +179,8 @@ fn an_older_source_version_never_overwrites_a_newer_one() {
     )
     .unwrap();
     tx.commit().unwrap();
-    assert!(newer.applied);
-    assert!(!older.applied);
-    assert_eq!(older.status, Status::Pending);
+    assert!(newer.changed);
+    assert!(!older.changed);
     let effect: String = fx.column(&newer.key, "effect");
     assert!(effect.contains("\"new\""), "{effect}");
     assert_eq!(fx.column::<i64>(&newer.key, "source_version"), 20);
@@ -181,7 +196,7 @@ fn an_older_source_version_never_overwrites_a_newer_one() {
     )
     .unwrap();
     tx.commit().unwrap();
-    assert!(same.applied);
+    assert!(same.changed);
     assert!(fx.column::<String>(&newer.key, "effect").contains("newest"));
 }
 
