@@ -92,7 +92,8 @@ const RAW_UPSERT: &str = "INSERT INTO replaysafe_outbox (idempotency_key, route,
 
 fn main() {
     let mut report = Report::new("outbox");
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();

@@ -22,7 +22,7 @@ fn webhook_route(receiver: &Receiver, journal: Arc<MemoryJournal>) -> Route<Webh
     Route::new("partner_webhook", guard).unwrap()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn staged_webhooks_reach_a_real_receiver_once_each_with_the_rows_keys() {
     let receiver = Receiver::start().await;
     let journal = Arc::new(MemoryJournal::new());
