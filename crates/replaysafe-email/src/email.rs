@@ -137,6 +137,10 @@ impl fmt::Debug for Attachment {
 
 /// An email to send through a guarded [`crate::EmailClient`].
 ///
+/// It serializes so that an outbox row can hold it (addresses, subject, bodies,
+/// attachments as base64, fanout, and which recipient a per-recipient effect is for);
+/// `describe` validates it, whether built here or read back.
+///
 /// Built with [`Email::builder`]; the builder checks nothing, so that every check
 /// happens in one place, the client's `describe`, before anything is sent. Cloning is
 /// cheap (the content is shared), and the validation is done once per email, however
@@ -146,7 +150,8 @@ impl fmt::Debug for Attachment {
 /// effects: send it with [`crate::EmailGuardExt::send_email`], or send each of
 /// [`Email::effects`] through the guard. Sending it whole through `Guard::send` is refused
 /// (field `recipients`) unless it has exactly one recipient.
-#[derive(Clone)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+#[serde(into = "EmailData", from = "EmailData")]
 pub struct Email {
     content: Arc<Content>,
     /// The recipient (index into the validated, deduplicated list) this effect is for.
@@ -276,7 +281,12 @@ impl Email {
     fn recipient_indexes(&self, validated: &Validated) -> Result<Vec<usize>, Error> {
         let count = validated.recipients.len();
         match (self.only, self.content.fanout) {
-            (Some(index), _) => Ok(vec![index]),
+            (Some(index), _) if index < count => Ok(vec![index]),
+            (Some(index), _) => Err(Invalid::new(
+                "only",
+                format!("recipient {index} of {count}: no such recipient"),
+            )
+            .into()),
             (None, Fanout::OneMessage) => Ok((0..count).collect()),
             (None, Fanout::PerRecipient) if count == 1 => Ok(vec![0]),
             (None, Fanout::PerRecipient) => Err(Invalid::new(
@@ -628,6 +638,43 @@ fn body_digest(content: &Content) -> PayloadDigest {
 mod tests {
     use super::*;
 
+    #[test]
+    fn an_email_round_trips_through_json_effect_by_effect() {
+        let email = Email::builder("daily_summary")
+            .from(Mailbox::named("Shop", "shop@shop.example"))
+            .to("ana@shop.example")
+            .to("Bo <bo@shop.example>")
+            .subject("Your orders")
+            .text("3 orders")
+            .attachment(Attachment::csv("orders.csv", "id\n1\n"))
+            .build();
+        for effect in email.effects().unwrap() {
+            let json = serde_json::to_string(&effect).unwrap();
+            let back: Email = serde_json::from_str(&json).unwrap();
+            let validated = back.validated().unwrap();
+            assert_eq!(
+                back.target(&validated).unwrap(),
+                effect.target(&effect.validated().unwrap()).unwrap()
+            );
+            assert_eq!(serde_json::to_string(&back).unwrap(), json);
+        }
+        let json = serde_json::to_string(&email.effects().unwrap()[1]).unwrap();
+        assert!(json.contains(r#""content_base64":"aWQKMQo=""#), "{json}");
+        assert!(
+            json.contains(r#"{"name":"Shop","address":"shop@shop.example"}"#),
+            "{json}"
+        );
+        assert!(json.contains(r#""only":1"#), "{json}");
+    }
+
+    #[test]
+    fn a_read_back_email_naming_a_missing_recipient_is_invalid_not_a_panic() {
+        let json = r#"{"message_type":"m","from":"a@x.example","to":["b@x.example"],"subject":"s","text":"t","only":5}"#;
+        let email: Email = serde_json::from_str(json).unwrap();
+        let error = email.target(&email.validated().unwrap()).unwrap_err();
+        assert!(error.to_string().contains("only"), "{error}");
+    }
+
     fn base() -> EmailBuilder {
         Email::builder("daily_summary")
             .from("Reports <reports@Shop.Example>")
@@ -853,5 +900,150 @@ mod tests {
             .map(ToString::to_string)
             .collect();
         assert_eq!(envelope, ["ana@shop.example", "cy@shop.example"]);
+    }
+}
+
+/// The serialized form of a [`Mailbox`]: its text, or a display name and an address.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+enum MailboxData {
+    Text(String),
+    Named { name: String, address: String },
+}
+
+impl From<&Mailbox> for MailboxData {
+    fn from(mailbox: &Mailbox) -> Self {
+        match &mailbox.0 {
+            MailboxInput::Text(text) => MailboxData::Text(text.clone()),
+            MailboxInput::Named { name, address } => MailboxData::Named {
+                name: name.clone(),
+                address: address.clone(),
+            },
+        }
+    }
+}
+
+impl From<MailboxData> for Mailbox {
+    fn from(data: MailboxData) -> Self {
+        match data {
+            MailboxData::Text(text) => Mailbox(MailboxInput::Text(text)),
+            MailboxData::Named { name, address } => Mailbox::named(name, address),
+        }
+    }
+}
+
+/// The serialized form of an [`Attachment`].
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+struct AttachmentData {
+    filename: String,
+    content_type: String,
+    #[serde(with = "base64_bytes")]
+    content_base64: Vec<u8>,
+}
+
+mod base64_bytes {
+    use base64::Engine as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(|_| serde::de::Error::custom("content_base64: not valid base64"))
+    }
+}
+
+/// The serialized form of an [`Email`].
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+struct EmailData {
+    message_type: String,
+    #[serde(default)]
+    from: Option<MailboxData>,
+    #[serde(default)]
+    to: Vec<MailboxData>,
+    #[serde(default)]
+    cc: Vec<MailboxData>,
+    #[serde(default)]
+    bcc: Vec<MailboxData>,
+    #[serde(default)]
+    reply_to: Vec<MailboxData>,
+    #[serde(default)]
+    subject: String,
+    #[serde(default)]
+    text: String,
+    #[serde(default)]
+    html: Option<String>,
+    #[serde(default)]
+    attachments: Vec<AttachmentData>,
+    #[serde(default)]
+    one_message: bool,
+    /// Which recipient a per-recipient effect is for (see [`Email::effects`]).
+    #[serde(default)]
+    only: Option<usize>,
+}
+
+impl From<Email> for EmailData {
+    fn from(email: Email) -> Self {
+        let content = &email.content;
+        let list = |mailboxes: &[Mailbox]| mailboxes.iter().map(MailboxData::from).collect();
+        EmailData {
+            message_type: content.message_type.clone(),
+            from: content.from.as_ref().map(MailboxData::from),
+            to: list(&content.to),
+            cc: list(&content.cc),
+            bcc: list(&content.bcc),
+            reply_to: list(&content.reply_to),
+            subject: content.subject.clone(),
+            text: content.text.clone(),
+            html: content.html.clone(),
+            attachments: content
+                .attachments
+                .iter()
+                .map(|a| AttachmentData {
+                    filename: a.filename.clone(),
+                    content_type: a.content_type.clone(),
+                    content_base64: a.content.clone(),
+                })
+                .collect(),
+            one_message: content.fanout == Fanout::OneMessage,
+            only: email.only,
+        }
+    }
+}
+
+impl From<EmailData> for Email {
+    fn from(data: EmailData) -> Self {
+        let list = |mailboxes: Vec<MailboxData>| mailboxes.into_iter().map(Mailbox::from).collect();
+        Email {
+            content: Arc::new(Content {
+                message_type: data.message_type,
+                from: data.from.map(Mailbox::from),
+                to: list(data.to),
+                cc: list(data.cc),
+                bcc: list(data.bcc),
+                reply_to: list(data.reply_to),
+                subject: data.subject,
+                text: data.text,
+                html: data.html,
+                attachments: data
+                    .attachments
+                    .into_iter()
+                    .map(|a| Attachment::new(a.filename, a.content_type, a.content_base64))
+                    .collect(),
+                fanout: if data.one_message {
+                    Fanout::OneMessage
+                } else {
+                    Fanout::PerRecipient
+                },
+                validated: OnceLock::new(),
+            }),
+            only: data.only,
+        }
     }
 }

@@ -243,3 +243,87 @@ with conn:
     assert_eq!(requests[0].idempotency_key.as_deref(), Some(key.as_str()));
     assert_eq!(requests[0].body, r#"{"total":42}"#);
 }
+
+/// Messages in a Maildir's `new/` whose text contains `needle`.
+fn mails_containing(maildir: &std::path::Path, needle: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(maildir.join("new")) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path()).ok())
+        .filter(|text| text.contains(needle))
+        .collect()
+}
+
+#[tokio::test]
+async fn staged_emails_reach_aiosmtpd_once_per_recipient_with_the_rows_keys() {
+    use replaysafe_email::{Email, EmailClient, TlsMode};
+    use replaysafe_test::services::require;
+
+    let port: u16 = require("REPLAYSAFE_TEST_SMTP_PORT").parse().unwrap();
+    let maildir = std::path::PathBuf::from(require("REPLAYSAFE_TEST_SMTP_MAILDIR"));
+    let domain = format!(
+        "outbox-{}-{}.example",
+        std::process::id(),
+        chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default()
+    );
+    let guard = EmailClient::smtp("127.0.0.1", port)
+        .tls(TlsMode::Plaintext)
+        .timeout(std::time::Duration::from_secs(10))
+        .build_guarded(MemoryJournal::new())
+        .unwrap();
+    let route = Route::new("customer_email", guard).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipeline.db");
+    let store = sqlite::SqliteOutbox::open(&path).unwrap();
+    let clock = Arc::new(FixedClock::new(contexts::now()));
+    let live = contexts::builder(RunKind::Scheduled, contexts::current_window())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let backfill = contexts::builder(RunKind::Backfill, contexts::last_month_window())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let email = Email::builder("daily_summary")
+        .from(format!("shop@{domain}").as_str())
+        .to(format!("ana@{domain}").as_str())
+        .to(format!("bo@{domain}").as_str())
+        .subject(format!("Your orders ({domain})"))
+        .text("3 orders")
+        .build();
+
+    let mut conn = Connection::open(&path).unwrap();
+    let tx = conn.transaction().unwrap();
+    let mut keys = Vec::new();
+    for effect in email.effects().unwrap() {
+        keys.push(sqlite::stage(&tx, &live, &route, &effect).unwrap().key);
+        let replayed = sqlite::stage(&tx, &backfill, &route, &effect).unwrap();
+        assert_eq!(replayed.status, Status::Suppressed);
+    }
+    tx.commit().unwrap();
+    assert_eq!(keys.len(), 2);
+
+    let worker = Worker::builder(store.clone())
+        .add_route(route)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let stats = worker.drain().await.unwrap();
+    assert_eq!((stats.claimed, stats.delivered), (2, 2), "{stats:?}");
+    assert_eq!(worker.drain().await.unwrap().claimed, 0);
+
+    let mails = mails_containing(&maildir, &domain);
+    assert_eq!(mails.len(), 2, "one message per recipient, once");
+    for key in &keys {
+        let message_id = format!("<{key}@{domain}>");
+        assert_eq!(
+            mails
+                .iter()
+                .filter(|mail| mail.contains(&message_id))
+                .count(),
+            1,
+            "{message_id}"
+        );
+    }
+}
