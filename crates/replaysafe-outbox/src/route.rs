@@ -152,10 +152,18 @@ where
         let effect: C::Effect = match serde_json::from_str(effect_json) {
             Ok(effect) => effect,
             Err(error) => {
+                // serde's message may quote a value of the effect; say only where and what kind.
+                let category = match error.classify() {
+                    serde_json::error::Category::Io => "unreadable",
+                    serde_json::error::Category::Syntax => "malformed JSON",
+                    serde_json::error::Category::Data => "JSON of the wrong shape",
+                    serde_json::error::Category::Eof => "truncated JSON",
+                };
                 return permanent(format!(
-                    "decoding the effect for route {}: {}",
+                    "decoding the effect for route {}: {category} at line {} column {}",
                     self.name,
-                    short_error(&error)
+                    error.line(),
+                    error.column()
                 ));
             }
         };

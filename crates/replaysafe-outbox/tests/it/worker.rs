@@ -509,3 +509,41 @@ async fn a_worker_held_up_past_its_lease_leaves_the_rest_of_its_batch() {
     assert_eq!(worker.drain().await.unwrap().delivered, 2);
     assert_eq!(fx.store().counters().await.unwrap().reclaimed, 2);
 }
+
+#[tokio::test]
+async fn an_undecodable_effect_dead_letters_without_quoting_it() {
+    let fx = Fixture::new();
+    let staged = fx.stage(&fx.live(), &Note::new("daily_total", "42"));
+    fx.connection()
+        .execute(
+            "UPDATE replaysafe_outbox SET effect = '{\"message_type\":\"daily_total\",\"target\":\"t\",\"body\":12345678}'",
+            [],
+        )
+        .unwrap();
+    let stats = fx.worker().build().unwrap().drain().await.unwrap();
+    assert_eq!(stats.dead, 1);
+    assert!(fx.client.received().is_empty());
+    let error: String = fx.column(&staged.key, "last_error");
+    assert_eq!(
+        error,
+        "decoding the effect for route partner_webhook: JSON of the wrong shape at line 1 column 58"
+    );
+}
+
+#[tokio::test]
+async fn a_row_whose_key_its_route_no_longer_derives_is_dead_lettered_not_sent() {
+    let fx = Fixture::new();
+    let staged = fx.stage(&fx.live(), &Note::new("daily_total", "42"));
+    // The effect now names another target: the route would send it under another key.
+    fx.connection()
+        .execute(
+            "UPDATE replaysafe_outbox SET effect = replace(effect, 'partner.example', 'other.example')",
+            [],
+        )
+        .unwrap();
+    let stats = fx.worker().build().unwrap().drain().await.unwrap();
+    assert_eq!(stats.dead, 1);
+    assert!(fx.client.received().is_empty());
+    let error: String = fx.column(&staged.key, "last_error");
+    assert!(error.contains("not the row's"), "{error}");
+}
