@@ -12,6 +12,13 @@
 //! 3. **A 3-window backfill with an audited opt-in** for file drops, after a correction
 //!    of those days: the partner gets the corrected files, nobody else hears of it.
 //!
+//! The partner's webhook goes through the outbox: run one stages it in the same SQLite
+//! transaction as the day's totals, the process stops there (a crash between compute and
+//! delivery), and a worker started afterwards delivers the committed row; every
+//! backfilled window stages its webhook as a suppressed row, one per key, which no worker
+//! ever claims, and run three's replay of three of those windows restages their rows
+//! without adding any.
+//!
 //! Then it verifies the data (one row per order, none stale, sums reconcile, one
 //! terminal status per run, the checkpoint) and the effects (delivered only for the
 //! current window and the opted-in kind), writes `target/demo/summary.json`, prints the
@@ -38,6 +45,8 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use chrono::{DurationRound, TimeDelta, Utc};
+use replaysafe::outbox::sqlite::SqliteOutbox;
+use replaysafe::outbox::{Worker, WorkerStats};
 use replaysafe::{EffectKind, Journal, JsonlJournal, OptIn, ReplayContext, Window};
 use replaysafe_cli::input::Progress;
 
@@ -118,6 +127,7 @@ fn print_landings(landings: &[Landing]) {
 #[derive(Debug)]
 struct Demo {
     db: OrdersDb,
+    db_path: PathBuf,
     setup: Setup,
     journal: Arc<JsonlJournal>,
     journal_path: PathBuf,
@@ -130,6 +140,17 @@ struct RunOne {
     retry: ReplayContext,
     interrupted: Interrupted,
     resumed_after: Option<String>,
+    /// Rows the worker started after the simulated crash delivered.
+    delivered_after_crash: u64,
+}
+
+/// A worker over the demo's outbox, as `replaysafe outbox work` would run one: it delivers
+/// what is due and returns.
+async fn deliver_from_outbox(demo: &Demo) -> anyhow::Result<WorkerStats> {
+    let worker = Worker::builder(SqliteOutbox::open(&demo.db_path)?)
+        .add_route(demo.setup.publishers.partner_webhook.clone())
+        .build()?;
+    Ok(worker.drain().await?)
 }
 
 async fn run() -> anyhow::Result<bool> {
@@ -147,6 +168,7 @@ async fn run() -> anyhow::Result<bool> {
     let setup = setup::build(mode, &dir, &journal).await?;
     let demo = Demo {
         db,
+        db_path: db_path.clone(),
         setup,
         journal,
         journal_path,
@@ -188,6 +210,10 @@ async fn run() -> anyhow::Result<bool> {
     let one = run_one(&demo, current).await?;
     run_two(&demo, history).await?;
     run_three(&demo, resend).await?;
+    let claimed_after_replays = deliver_from_outbox(&demo).await?.claimed;
+    println!(
+        "\nafter the replays, a worker finds {claimed_after_replays} row(s) to claim: suppressed rows wait for an audited opt-in"
+    );
 
     let plan = verify::Plan {
         mode,
@@ -203,6 +229,9 @@ async fn run() -> anyhow::Result<bool> {
         opt_in_backfill_id: OPT_IN_BACKFILL_ID.to_owned(),
         opt_in_range: resend,
         opted_in_kind: EffectKind::FileDrop,
+        outbox: demo.db.outbox_facts(&current)?,
+        outbox_delivered_after_crash: one.delivered_after_crash,
+        outbox_claimed_after_replays: claimed_after_replays,
     };
     let evidence = verify::Evidence::gather(&demo.setup).await?;
     let receiver_log = dir.join("receiver.json");
@@ -276,11 +305,20 @@ async fn run_one(demo: &Demo, current: Window) -> anyhow::Result<RunOne> {
         resumed.load.checkpoint
     );
     print_landings(&resumed.landings);
+    println!(
+        "  the process stops here, as if it crashed after the commit and before delivering the webhook"
+    );
+    let stats = deliver_from_outbox(demo).await?;
+    println!(
+        "  a worker started afterwards claimed {} row(s) from the outbox and delivered {}",
+        stats.claimed, stats.delivered
+    );
     Ok(RunOne {
         scheduled,
         retry,
         interrupted,
         resumed_after: resumed.load.resumed_after,
+        delivered_after_crash: stats.delivered,
     })
 }
 

@@ -4,13 +4,16 @@
 //!
 //! Nothing here knows about replaysafe's gate: this is the "we recomputed the numbers"
 //! half of the pipeline, idempotent by construction. The "we told people" half is in
-//! `publish.rs`.
+//! `publish.rs`; its partner webhook is staged here, in the outbox table of this same
+//! database, in the transaction that writes the day's totals.
 
 use std::path::Path;
 
 use anyhow::Context;
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
-use replaysafe::{ReplayContext, Window};
+use replaysafe::outbox::{self, Route, Staged};
+use replaysafe::webhook::{Webhook, WebhookClient};
+use replaysafe::{ReplayContext, Window, rfc3339};
 use rusqlite::{Connection, OptionalExtension, params};
 
 /// Rows per chunk; each chunk and its checkpoint commit together.
@@ -58,6 +61,21 @@ pub(crate) const CUSTOMERS: [Customer; 4] = [
 #[derive(Debug)]
 pub(crate) struct OrdersDb {
     connection: Connection,
+}
+
+/// What the outbox table holds after the runs.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub(crate) struct OutboxFacts {
+    /// Rows in all.
+    pub(crate) rows: u64,
+    /// Rows by status.
+    pub(crate) by_status: std::collections::BTreeMap<String, u64>,
+    /// Suppressed rows staged by the backfill (its id, or a later replay of its windows).
+    pub(crate) suppressed_windows: u64,
+    /// Distinct windows among the suppressed rows.
+    pub(crate) distinct_suppressed_windows: u64,
+    /// The current window's partner webhook row: its key, status and attempts.
+    pub(crate) current_row: Option<(String, String, u64)>,
 }
 
 /// What [`OrdersDb::seed`] inserted.
@@ -164,9 +182,66 @@ pub(crate) fn batch_key(cx: &ReplayContext) -> String {
 }
 
 impl OrdersDb {
+    /// Records the window's daily totals and stages `webhook` for `route` in one
+    /// transaction: both commit, or neither does.
+    pub(crate) fn commit_totals_and_stage(
+        &self,
+        cx: &ReplayContext,
+        route: &Route<WebhookClient>,
+        webhook: &Webhook,
+        totals: &[CustomerTotal],
+    ) -> anyhow::Result<Staged> {
+        let tx = self.connection.unchecked_transaction()?;
+        let window_start = rfc3339(cx.window().start());
+        for total in totals {
+            tx.execute(
+                "INSERT INTO daily_totals (window_start, customer_id, orders, amount_cents) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (window_start, customer_id) DO UPDATE SET orders = excluded.orders, amount_cents = excluded.amount_cents",
+                params![window_start, total.customer, i64::try_from(total.orders)?, total.amount_cents],
+            )?;
+        }
+        let staged = outbox::sqlite::stage(&tx, cx, route, webhook)?;
+        tx.commit()?;
+        Ok(staged)
+    }
+
+    /// What the outbox table holds; `current` is the current window.
+    pub(crate) fn outbox_facts(&self, current: &Window) -> anyhow::Result<OutboxFacts> {
+        let count = |sql: &str| -> anyhow::Result<u64> {
+            Ok(self.connection.query_row(sql, [], |r| r.get::<_, i64>(0))? as u64)
+        };
+        let mut by_status = std::collections::BTreeMap::new();
+        let mut statement = self
+            .connection
+            .prepare("SELECT status, COUNT(*) FROM replaysafe_outbox GROUP BY status")?;
+        for row in statement.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
+            let (status, rows) = row?;
+            by_status.insert(status, rows as u64);
+        }
+        let current_row = self
+            .connection
+            .query_row(
+                "SELECT idempotency_key, status, attempts FROM replaysafe_outbox WHERE window_start = ?1",
+                [rfc3339(current.start())],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64)),
+            )
+            .optional()?;
+        Ok(OutboxFacts {
+            rows: count("SELECT COUNT(*) FROM replaysafe_outbox")?,
+            by_status,
+            suppressed_windows: count(
+                "SELECT COUNT(*) FROM replaysafe_outbox WHERE status = 'suppressed'",
+            )?,
+            distinct_suppressed_windows: count(
+                "SELECT COUNT(DISTINCT window_start) FROM replaysafe_outbox WHERE status = 'suppressed'",
+            )?,
+            current_row,
+        })
+    }
+
     /// Opens (creating) the database and its tables.
     pub(crate) fn open(path: &Path) -> anyhow::Result<Self> {
-        let connection =
+        let mut connection =
             Connection::open(path).with_context(|| format!("opening {}", path.display()))?;
         connection.execute_batch(
             "PRAGMA journal_mode = WAL;
@@ -185,8 +260,14 @@ impl OrdersDb {
                  started_at TEXT NOT NULL, finished_at TEXT, error TEXT);
              CREATE TABLE IF NOT EXISTS checkpoints (
                  batch_key TEXT PRIMARY KEY, last_committed_key TEXT NOT NULL,
-                 source_high_watermark TEXT NOT NULL, status TEXT NOT NULL, updated_at TEXT NOT NULL);",
+                 source_high_watermark TEXT NOT NULL, status TEXT NOT NULL, updated_at TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS daily_totals (
+                 window_start TEXT NOT NULL, customer_id TEXT NOT NULL, orders INTEGER NOT NULL,
+                 amount_cents INTEGER NOT NULL, PRIMARY KEY (window_start, customer_id));",
         )?;
+        // The outbox lives in the same database, so effects commit with the data.
+        outbox::sqlite::configure(&connection)?;
+        outbox::sqlite::migrate(&mut connection)?;
         Ok(OrdersDb { connection })
     }
 

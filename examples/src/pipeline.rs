@@ -91,7 +91,7 @@ pub(crate) async fn run_window(
         let load = db.load_window(cx, fail_after_first_chunk)?;
         rows = load.rows;
         let summary = summarize(db, cx)?;
-        let landings = publishers.publish(cx, &summary).await?;
+        let landings = publishers.publish(db, cx, &summary).await?;
         anyhow::Ok(WindowRun { load, landings })
     }
     .await;

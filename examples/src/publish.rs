@@ -8,13 +8,14 @@
 use chrono::TimeDelta;
 use replaysafe::alert::{Alert, AlertCategory, AlertmanagerClient, Severity};
 use replaysafe::email::{Attachment, Email, EmailClient, EmailGuardExt, Mailbox};
+use replaysafe::outbox::{Route, Status};
 use replaysafe::sftp::{FileDrop, SftpClient};
 use replaysafe::webhook::{Trigger, TriggerClient, Webhook, WebhookClient};
 use replaysafe::{Guard, Outcome, ReplayContext, Window};
 use serde_json::json;
 
 use crate::folder_drop::{FolderDropClient, PartnerFile};
-use crate::orders::{CUSTOMERS, CustomerTotal, euros};
+use crate::orders::{CUSTOMERS, CustomerTotal, OrdersDb, euros};
 use crate::usage::UsageMeter;
 
 /// The DAG started downstream once the day's orders are in.
@@ -78,8 +79,8 @@ pub(crate) enum PartnerDrop {
 pub(crate) struct Publishers {
     /// One email per customer.
     pub(crate) mail: Guard<EmailClient>,
-    /// The partner's webhook.
-    pub(crate) partner_webhook: Guard<WebhookClient>,
+    /// The partner's webhook, delivered through the outbox.
+    pub(crate) partner_webhook: Route<WebhookClient>,
     /// Its endpoint, for printing.
     pub(crate) partner_endpoint: String,
     /// The partner's file drop.
@@ -115,12 +116,13 @@ impl Publishers {
     /// and where. A failed delivery is an error (after the guard's retries).
     pub(crate) async fn publish(
         &self,
+        db: &OrdersDb,
         cx: &ReplayContext,
         summary: &DailySummary,
     ) -> anyhow::Result<Vec<Landing>> {
         let mut landings = Vec::new();
         landings.extend(self.email_customers(cx, summary).await?);
-        landings.extend(self.notify_partner(cx, summary).await?);
+        landings.extend(self.notify_partner(db, cx, summary)?);
         landings.extend(self.drop_for_partner(cx, summary).await?);
         landings.extend(self.trigger_downstream(cx, summary).await?);
         if let Some(place) = self.usage.record(cx, &summary.totals).await? {
@@ -177,9 +179,11 @@ impl Publishers {
         Ok(landings)
     }
 
-    /// The partner's signed webhook with the day's totals.
-    async fn notify_partner(
+    /// The partner's signed webhook with the day's totals, staged in the outbox in the
+    /// same transaction as the `daily_totals` rows it reports; a worker delivers it.
+    fn notify_partner(
         &self,
+        db: &OrdersDb,
         cx: &ReplayContext,
         summary: &DailySummary,
     ) -> anyhow::Result<Option<Landing>> {
@@ -194,10 +198,15 @@ impl Publishers {
             "customers": customers,
         });
         let webhook = Webhook::event("orders.daily_summary", summary.window.end(), data);
-        let outcome = self.partner_webhook.send(cx, &webhook).await?;
+        let staged =
+            db.commit_totals_and_stage(cx, &self.partner_webhook, &webhook, &summary.totals)?;
         let endpoint = &self.partner_endpoint;
-        Ok(landed(&outcome, "webhook", |receipt| {
-            format!("POST {endpoint} → {}, signed", receipt.status)
+        Ok((staged.status == Status::Pending).then(|| Landing {
+            kind: "webhook",
+            place: format!(
+                "outbox row {}…, committed with the totals; a worker sends it to {endpoint}",
+                &staged.key[..12]
+            ),
         }))
     }
 

@@ -10,6 +10,7 @@ use base64::Engine;
 use replaysafe::alert::AlertmanagerClient;
 use replaysafe::email::{EmailClient, TlsMode};
 use replaysafe::metrics::PushgatewayClient;
+use replaysafe::outbox::Route;
 use replaysafe::sftp::SftpClient;
 use replaysafe::webhook::{SigningSecret, SsrfPolicy, TriggerClient, WebhookClient};
 use replaysafe::{Guard, Journal, JsonlJournal};
@@ -82,6 +83,9 @@ struct ModeClients {
     places: Vec<(&'static str, String)>,
 }
 
+/// The outbox route of the partner's webhook.
+pub(crate) const PARTNER_ROUTE: &str = "partner_webhook";
+
 /// Builds every client for `mode`, journaling to `journal`; local deliveries go under `dir`.
 pub(crate) async fn build(
     mode: Mode,
@@ -94,10 +98,15 @@ pub(crate) async fn build(
     // The receiver is on loopback, which the SSRF guard refuses unless allowed by name.
     let loopback = SsrfPolicy::default().allow_host("127.0.0.1");
     let partner_endpoint = format!("{base}{WEBHOOK_PATH}");
-    let partner_webhook = WebhookClient::builder(&partner_endpoint)
-        .signing_secret(secret)
-        .ssrf_policy(loopback.clone())
-        .build(Arc::clone(journal))?;
+    // The partner webhook goes through the outbox: staged with the day's totals in one
+    // transaction, delivered by a worker through this route.
+    let partner_webhook = Route::new(
+        PARTNER_ROUTE,
+        WebhookClient::builder(&partner_endpoint)
+            .signing_secret(secret)
+            .ssrf_policy(loopback.clone())
+            .build(Arc::clone(journal))?,
+    )?;
     let downstream = TriggerClient::airflow(&base)
         .ssrf_policy(loopback.clone())
         .build(Arc::clone(journal))?;

@@ -15,7 +15,7 @@ use replaysafe::alert::{AlertmanagerApi, Matcher};
 use replaysafe::journal::{JournalDecision, JournalReader, JournalRecord};
 use replaysafe::{EffectKind, Window, rfc3339};
 
-use crate::orders::{Checkpoint, CustomerTotal, OrdersDb, Verification};
+use crate::orders::{Checkpoint, CustomerTotal, OrdersDb, OutboxFacts, Verification};
 use crate::pipeline::PIPELINE;
 use crate::publish::{FRESHNESS_ALERT, FRESHNESS_TABLE, drop_name};
 use crate::receiver::{Received, Route};
@@ -66,6 +66,12 @@ pub(crate) struct Plan {
     pub(crate) opt_in_range: Window,
     /// The kind run three opted in.
     pub(crate) opted_in_kind: EffectKind,
+    /// What the outbox table holds after every run.
+    pub(crate) outbox: OutboxFacts,
+    /// Rows the worker started after run one's simulated crash delivered.
+    pub(crate) outbox_delivered_after_crash: u64,
+    /// Rows a worker claimed after the replays.
+    pub(crate) outbox_claimed_after_replays: u64,
 }
 
 /// What the receivers hold after the runs: evidence gathered outside the journal.
@@ -239,6 +245,8 @@ pub(crate) struct Summary {
     pub(crate) in_process_metrics: Option<BTreeMap<String, u64>>,
     /// Files in the partner's inbox or upload directory named like the pipeline's drops.
     pub(crate) partner_files: Vec<String>,
+    /// What the outbox table holds.
+    pub(crate) outbox: OutboxFacts,
     /// Every check.
     pub(crate) checks: Vec<Check>,
     /// Whether every check held.
@@ -370,6 +378,7 @@ pub(crate) fn summarize(
     check_data(&mut checks, plan, &data, &resumed_window, &failed_runs);
     check_effects(&mut checks, plan, &tally)?;
     check_receivers(&mut checks, plan, &evidence, receiver)?;
+    check_outbox(&mut checks, plan, &evidence);
     let partner_files = evidence
         .partner_files
         .into_iter()
@@ -391,6 +400,7 @@ pub(crate) fn summarize(
         receiver,
         in_process_metrics: evidence.in_process_metrics,
         partner_files,
+        outbox: plan.outbox.clone(),
         checks: checks.0,
         ok,
     })
@@ -549,6 +559,61 @@ fn check_effects(checks: &mut Checks, plan: &Plan, tally: &Tally) -> anyhow::Res
         failed.to_string(),
     );
     Ok(())
+}
+
+/// The outbox: the current window's webhook committed with its totals and delivered once
+/// by a worker after the simulated crash; one suppressed row per backfilled window and
+/// key, restaged and never added by the replay of run three, never claimed.
+fn check_outbox(checks: &mut Checks, plan: &Plan, evidence: &Evidence) {
+    let outbox = &plan.outbox;
+    let webhook_keys: Vec<&str> = evidence
+        .received
+        .iter()
+        .filter(|r| r.route == Route::Webhook)
+        .filter_map(|r| r.idempotency_key.as_deref())
+        .map(|key| key.trim_matches('"'))
+        .collect();
+    let current = outbox.current_row.as_ref();
+    checks.check(
+        "the current window's webhook, committed with its totals, was delivered from the outbox after the simulated crash, once, with its row's key",
+        plan.outbox_delivered_after_crash == 1
+            && current.is_some_and(|(key, status, attempts)| {
+                status == "delivered" && *attempts == 1 && webhook_keys == [key.as_str()]
+            }),
+        format!(
+            "delivered after the crash: {}; row: {current:?}; keys received: {webhook_keys:?}",
+            plan.outbox_delivered_after_crash
+        ),
+    );
+    let windows = plan
+        .backfill_range
+        .split(TimeDelta::days(1))
+        .map(Iterator::count)
+        .unwrap_or(0) as u64;
+    checks.check(
+        "the backfill staged one suppressed outbox row per window, and run three's replay of three of them restaged those rows without adding any",
+        outbox.suppressed_windows == windows
+            && outbox.distinct_suppressed_windows == windows
+            && outbox.rows == windows + 1,
+        format!(
+            "{} suppressed rows over {} windows of {windows}; {} rows in all",
+            outbox.suppressed_windows, outbox.distinct_suppressed_windows, outbox.rows
+        ),
+    );
+    let open: u64 = outbox
+        .by_status
+        .iter()
+        .filter(|(status, _)| !matches!(status.as_str(), "delivered" | "suppressed"))
+        .map(|(_, rows)| rows)
+        .sum();
+    checks.check(
+        "no worker claimed a suppressed row",
+        plan.outbox_claimed_after_replays == 0 && open == 0,
+        format!(
+            "claimed after the replays: {}; rows by status: {:?}",
+            plan.outbox_claimed_after_replays, outbox.by_status
+        ),
+    );
 }
 
 /// What the receivers got: the in-process receiver, the recorder, the partner's inbox,

@@ -96,6 +96,9 @@ fn run_phases(phases: &mut Vec<(&'static str, Duration, bool)>) -> anyhow::Resul
         )
     })?;
     phase(phases, "demo", || crate::demo::run_real(env))?;
+    phase(phases, "outbox crash test", || {
+        crate::soak::outbox(crate::soak::CI_KILLS, 3)
+    })?;
     phase(phases, "stop services", || {
         drop(services.take());
         Ok(())

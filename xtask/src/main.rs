@@ -7,6 +7,8 @@
 //!   catch-up), installed from PyPI into `target/airflow`.
 //! - `cargo xtask demo`: the example pipeline, live window then backfill.
 //! - `cargo xtask bench`: benchmarks; writes `target/bench/summary.json`.
+//! - `cargo xtask soak outbox [--kills N]`: the outbox's crash test with real processes;
+//!   merges its figures into `target/bench/summary.json`.
 //! - `cargo xtask services [NAME...]`: starts the test servers and prints their
 //!   environment, until interrupted, for running `cargo test` by hand.
 
@@ -17,6 +19,7 @@ mod bench;
 mod ci;
 mod demo;
 mod services;
+mod soak;
 mod system;
 #[cfg(test)]
 mod tidy;
@@ -35,6 +38,7 @@ fn main() -> ExitCode {
         "demo" => demo::run(rest),
         "bench" => bench::run(rest),
         "services" => services::run_foreground(rest),
+        "soak" => soak::run(rest),
         "help" | "--help" | "-h" => {
             print!("{}", HELP);
             Ok(())
@@ -59,5 +63,7 @@ commands:
   airflow            replaysafe under a real Airflow 3.3.2 (scheduler, backfill, catch-up); installs it under target/airflow
   demo [--real]      the example pipeline: the current window delivered, a backfill suppressed
   bench              benchmarks; writes target/bench/summary.json
+  soak outbox [--kills N] [--workers W]
+                     the outbox crash test: SIGKILLed workers, 0 lost, 0 duplicates (default 1000 kills)
   services [NAME..]  start test servers on 127.0.0.1, print their environment, wait for Ctrl-C
 ";

@@ -8,7 +8,8 @@ use chrono::{DateTime, Utc};
 use crate::Error;
 
 /// Whether an alert starts firing or ends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum AlertAction {
     /// Raise (or re-raise) the alert.
     Trigger,
@@ -27,7 +28,10 @@ impl AlertAction {
 }
 
 /// How bad it is; PagerDuty's four levels, also sent to Alertmanager as label `severity`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum Severity {
     /// Wake someone up.
     Critical,
@@ -60,7 +64,8 @@ impl fmt::Display for Severity {
 
 /// What a data-pipeline alert is about. Freshness, volume and data-quality alerts are
 /// the ones a replayed window raises by mistake; every category is gated alike.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum AlertCategory {
     /// Data arrived late, or not at all.
@@ -99,7 +104,7 @@ impl AlertCategory {
 ///     .with_detail("runbook", "https://wiki.example/runbooks/orders");
 /// let resolved = late.resolved();
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Alert {
     pub(crate) name: String,
     pub(crate) action: AlertAction,
@@ -297,6 +302,16 @@ pub(crate) fn check_label_name(field: &'static str, name: &str) -> Result<(), Er
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_alert_round_trips_through_json() {
+        let alert = Alert::trigger("orders_freshness", "3 h late")
+            .with_severity(Severity::Critical)
+            .with_label("team", "data");
+        let json = serde_json::to_string(&alert).unwrap();
+        assert!(json.contains(r#""severity":"critical""#), "{json}");
+        assert_eq!(serde_json::from_str::<Alert>(&json).unwrap(), alert);
+    }
 
     #[test]
     fn bad_alerts_name_the_field() {

@@ -26,7 +26,7 @@ use crate::pagerduty::check_label;
 ///     })]);
 /// let from_alert = SlackMessage::from_alert(&Alert::trigger("orders_freshness", "3 h late"));
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SlackMessage {
     name: String,
     text: String,

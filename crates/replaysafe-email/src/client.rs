@@ -496,13 +496,13 @@ impl EffectClient for EmailClient {
     type Receipt = EmailReceipt;
     type Error = Error;
 
-    /// Checks every field of the email (see [`Email`]) and describes one effect: kind
+    /// Checks every field of the email (see [`crate::Email`]) and describes one effect: kind
     /// `email`, the email's message type, the recipient (or the sorted recipient set)
     /// as target, the subject as summary, the body digest as payload.
     fn describe(&self, _cx: &ReplayContext, copy: &EmailCopy) -> Result<EffectDescription, Error> {
         let email = copy.email();
         let validated = email.validated()?;
-        let target = copy.target(&validated);
+        let target = copy.target(&validated)?;
         let description = EffectDescription::new(EffectKind::Email, email.message_type(), target)
             .map_err(|e| Invalid::new("message_type", e.to_string()))?;
         Ok(description

@@ -143,15 +143,23 @@ impl fmt::Debug for Attachment {
 /// with [`crate::EmailGuardExt::send_email`], or each of [`Email::copies`] through
 /// `Guard::send`, whose effect is an [`EmailCopy`]: an email with several recipients
 /// cannot be handed to `Guard::send` by mistake.
-#[derive(Clone)]
+///
+/// An email serializes (for an outbox row) with its fields as written, attachments in
+/// base64; see `docs/reference/outbox.md`.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+#[serde(into = "crate::data::EmailData", from = "crate::data::EmailData")]
 pub struct Email {
-    content: Arc<Content>,
+    pub(crate) content: Arc<Content>,
 }
 
 /// One copy of an [`Email`], the effect a guarded [`crate::EmailClient`] sends: for one
 /// recipient, or for the whole recipient set of a [`Fanout::OneMessage`] email. Made by
-/// [`Email::copies`].
-#[derive(Clone)]
+/// [`Email::copies`]. It serializes as its email plus `only`, the index of its recipient.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+#[serde(
+    into = "crate::data::EmailCopyData",
+    from = "crate::data::EmailCopyData"
+)]
 pub struct EmailCopy {
     email: Email,
     recipients: Recipients,
@@ -363,6 +371,10 @@ impl EmailBuilder {
 }
 
 impl EmailCopy {
+    pub(crate) fn new(email: Email, recipients: Recipients) -> Self {
+        EmailCopy { email, recipients }
+    }
+
     /// The email this is a copy of.
     pub fn email(&self) -> &Email {
         &self.email
@@ -388,6 +400,49 @@ impl fmt::Debug for EmailCopy {
 mod tests {
     use super::*;
     use replaysafe_core::IdempotencyKey;
+
+    #[test]
+    fn an_email_round_trips_through_json_copy_by_copy() {
+        let email = Email::builder("daily_summary")
+            .from(Mailbox::named("Shop", "shop@shop.example"))
+            .to("ana@shop.example")
+            .to("Bo <bo@shop.example>")
+            .subject("Your orders")
+            .text("3 orders")
+            .attachment(Attachment::csv("orders.csv", "id\n1\n"))
+            .build();
+        let validated = email.validated().unwrap();
+        for copy in email.copies().unwrap() {
+            let json = serde_json::to_string(&copy).unwrap();
+            let back: EmailCopy = serde_json::from_str(&json).unwrap();
+            let back_validated = back.email().validated().unwrap();
+            assert_eq!(
+                back.target(&back_validated).unwrap(),
+                copy.target(&validated).unwrap()
+            );
+            assert_eq!(serde_json::to_string(&back).unwrap(), json);
+        }
+        let json = serde_json::to_string(&email.copies().unwrap()[1]).unwrap();
+        assert!(json.contains(r#""content_base64":"aWQKMQo=""#), "{json}");
+        assert!(
+            json.contains(r#"{"name":"Shop","address":"shop@shop.example"}"#),
+            "{json}"
+        );
+        assert!(json.contains(r#""only":1"#), "{json}");
+    }
+
+    #[test]
+    fn a_read_back_copy_naming_a_missing_recipient_is_invalid_not_a_panic() {
+        let json = r#"{"message_type":"m","from":"a@x.example","to":["b@x.example"],"subject":"s","text":"t","only":5}"#;
+        let copy: EmailCopy = serde_json::from_str(json).unwrap();
+        let error = copy.target(&copy.email().validated().unwrap()).unwrap_err();
+        assert!(error.to_string().contains("only"), "{error}");
+        // A per-recipient email to two recipients cannot be read back as one copy.
+        let json = r#"{"message_type":"m","from":"a@x.example","to":["b@x.example","c@x.example"],"subject":"s","text":"t"}"#;
+        let copy: EmailCopy = serde_json::from_str(json).unwrap();
+        let error = copy.target(&copy.email().validated().unwrap()).unwrap_err();
+        assert!(error.to_string().contains("only"), "{error}");
+    }
 
     fn base() -> EmailBuilder {
         Email::builder("daily_summary")
@@ -530,8 +585,8 @@ mod tests {
 
         let copies = email.copies().unwrap();
         assert_eq!(copies.len(), 2);
-        assert_eq!(copies[0].target(&validated), "ana@shop.example");
-        assert_eq!(copies[1].target(&validated), "bo@partner.example");
+        assert_eq!(copies[0].target(&validated).unwrap(), "ana@shop.example");
+        assert_eq!(copies[1].target(&validated).unwrap(), "bo@partner.example");
 
         let together = base()
             .cc("bo@partner.example")
@@ -542,7 +597,7 @@ mod tests {
         let copies = together.copies().unwrap();
         assert_eq!(copies.len(), 1);
         assert_eq!(
-            copies[0].target(&validated),
+            copies[0].target(&validated).unwrap(),
             "ana@shop.example,bo@partner.example,zed@a.example"
         );
     }

@@ -121,6 +121,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod client;
+mod data;
 mod digest;
 mod email;
 mod error;

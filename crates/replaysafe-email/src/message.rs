@@ -10,23 +10,44 @@ use crate::error::{Error, Invalid};
 use crate::validate::Validated;
 
 impl EmailCopy {
-    /// The envelope recipients of this copy.
-    fn envelope_recipients<'v>(&self, validated: &'v Validated) -> &'v [Address] {
+    /// The envelope recipients of this copy. A copy read back from storage may name a
+    /// recipient the email does not have, or stand for every recipient of a per-recipient
+    /// email: both are invalid (field `only`).
+    fn envelope_recipients<'v>(&self, validated: &'v Validated) -> Result<&'v [Address], Error> {
+        let all = validated.recipients();
         match self.recipients() {
-            Recipients::One(index) => std::slice::from_ref(&validated.recipients()[index]),
-            Recipients::All => validated.recipients(),
+            Recipients::One(index) => all.get(index).map(std::slice::from_ref).ok_or_else(|| {
+                Invalid::new(
+                    "only",
+                    format!("recipient {index} of {}: no such recipient", all.len()),
+                )
+                .into()
+            }),
+            Recipients::All
+                if all.len() > 1 && self.email().fanout() == crate::Fanout::PerRecipient =>
+            {
+                Err(Invalid::new(
+                    "only",
+                    format!(
+                        "a per-recipient email to {} recipients makes one copy per recipient",
+                        all.len()
+                    ),
+                )
+                .into())
+            }
+            Recipients::All => Ok(all),
         }
     }
 
     /// The effect's target: its recipient, or the sorted, comma-joined recipient set.
-    pub(crate) fn target(&self, validated: &Validated) -> String {
+    pub(crate) fn target(&self, validated: &Validated) -> Result<String, Error> {
         let mut addresses: Vec<&str> = self
-            .envelope_recipients(validated)
+            .envelope_recipients(validated)?
             .iter()
             .map(AsRef::as_ref)
             .collect();
         addresses.sort_unstable();
-        addresses.join(",")
+        Ok(addresses.join(","))
     }
 
     /// The lettre message of this effect, with `Message-ID: <{key}@{sender domain}>`.
@@ -36,7 +57,7 @@ impl EmailCopy {
         key: &IdempotencyKey,
     ) -> Result<Message, Error> {
         let content = self.email().content();
-        let envelope_to = self.envelope_recipients(validated).to_vec();
+        let envelope_to = self.envelope_recipients(validated)?.to_vec();
         let envelope =
             lettre::address::Envelope::new(Some(validated.from.email.clone()), envelope_to)
                 .map_err(|e| Invalid::new("recipients", e.to_string()))?;

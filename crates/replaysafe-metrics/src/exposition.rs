@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 use crate::Error;
 
 /// The type of a pushed metric.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum SampleKind {
     /// A monotonic total; never negative.
@@ -36,7 +37,7 @@ impl SampleKind {
 /// let sample = Sample::counter("orders_total", 42.0).with_label("region", "eu");
 /// assert_eq!(sample.name(), "orders_total");
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Sample {
     name: String,
     kind: SampleKind,

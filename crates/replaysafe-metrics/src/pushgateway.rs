@@ -21,7 +21,8 @@ use crate::exposition::{self, Sample};
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// How a push changes its group at the gateway.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum PushMethod {
     /// `PUT`: the group becomes exactly what is pushed. **Idempotent**: a retry or a
@@ -68,7 +69,7 @@ impl PushMethod {
 ///     .with_help("orders_total", "Orders exported")
 ///     .with_sample(Sample::counter("orders_total", 42.0).with_label("region", "eu"));
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Push {
     method: PushMethod,
     job: String,
@@ -375,6 +376,22 @@ impl EffectClient for PushgatewayClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_push_round_trips_through_json() {
+        let push = Push::replace("orders")
+            .with_grouping_label("instance", "a")
+            .with_sample(Sample::counter("orders_total", 42.0));
+        let json = serde_json::to_string(&push).unwrap();
+        assert!(json.contains(r#""method":"replace""#), "{json}");
+        assert_eq!(serde_json::from_str::<Push>(&json).unwrap(), push);
+        let metric = crate::StatsdMetric::counter("orders", 3);
+        let json = serde_json::to_string(&metric).unwrap();
+        assert_eq!(
+            serde_json::from_str::<crate::StatsdMetric>(&json).unwrap(),
+            metric
+        );
+    }
 
     fn client(base: &str) -> PushgatewayClient {
         PushgatewayClient::builder(base).build_unguarded().unwrap()

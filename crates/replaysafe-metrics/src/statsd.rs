@@ -14,7 +14,8 @@ use tokio::sync::OnceCell;
 use crate::Error;
 
 /// What a StatsD line records.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum StatsdValue {
     /// `|c`: added to a total at the server. The classic additive effect.
@@ -71,7 +72,7 @@ impl StatsdValue {
 /// let metric = StatsdMetric::counter("orders", 3).with_tag("region", "eu");
 /// assert_eq!(metric.line().unwrap(), "orders:3|c|#region:eu");
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StatsdMetric {
     name: String,
     value: StatsdValue,

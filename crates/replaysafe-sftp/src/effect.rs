@@ -31,7 +31,14 @@ use crate::error::Kind;
 /// assert_eq!(drop.len(), 16);
 /// assert_eq!(drop.message_type(), "orders_export");
 /// ```
-#[derive(Clone)]
+///
+/// It serializes so that an outbox row can hold it: `{"message_type", "name_template",
+/// "content_base64"}` for a drop of bytes, `{"message_type", "name_template", "path"}` for
+/// a drop of a local file, which is read again (and digested again) when the row is read
+/// back, so the file must still be there for the worker; stage bytes for a row that
+/// stands on its own.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+#[serde(into = "FileDropData", try_from = "FileDropData")]
 pub struct FileDrop {
     message_type: String,
     name_template: String,
@@ -136,6 +143,59 @@ impl fmt::Debug for FileDrop {
     }
 }
 
+/// The serialized form of a [`FileDrop`].
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+struct FileDropData {
+    message_type: String,
+    name_template: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    content_base64: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    path: Option<PathBuf>,
+}
+
+impl From<FileDrop> for FileDropData {
+    fn from(drop: FileDrop) -> Self {
+        use base64::Engine as _;
+        let (content_base64, path) = match &drop.content {
+            Content::Bytes(bytes) => (
+                Some(base64::engine::general_purpose::STANDARD.encode(bytes.as_slice())),
+                None,
+            ),
+            Content::File(path) => (None, Some(path.as_ref().clone())),
+        };
+        FileDropData {
+            message_type: drop.message_type,
+            name_template: drop.name_template,
+            content_base64,
+            path,
+        }
+    }
+}
+
+impl TryFrom<FileDropData> for FileDrop {
+    type Error = String;
+
+    fn try_from(data: FileDropData) -> Result<Self, String> {
+        use base64::Engine as _;
+        match (data.content_base64, data.path) {
+            (Some(encoded), None) => {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(encoded)
+                    .map_err(|_| "content_base64: not valid base64".to_owned())?;
+                Ok(FileDrop::from_bytes(
+                    data.message_type,
+                    data.name_template,
+                    bytes,
+                ))
+            }
+            (None, Some(path)) => FileDrop::from_file(data.message_type, data.name_template, path)
+                .map_err(|error| replaysafe_core::error_chain(&error)),
+            _ => Err("a file drop has exactly one of content_base64 and path".to_owned()),
+        }
+    }
+}
+
 /// Reads `path` through SHA-256, in blocks.
 pub(crate) fn digest_file(path: &Path) -> Result<PayloadDigest, Error> {
     let local = |error: std::io::Error| {
@@ -193,4 +253,38 @@ pub enum DropStatus {
     Uploaded,
     /// A file with the same size and SHA-256 already had the final name; nothing was uploaded.
     AlreadyPresent,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_drop_round_trips_through_json_as_bytes_or_as_a_path() {
+        let drop = FileDrop::from_bytes(
+            "orders_export",
+            "orders_{window_start:%Y%m%d}.csv",
+            "id\n1\n",
+        );
+        let json = serde_json::to_string(&drop).unwrap();
+        assert_eq!(
+            json,
+            r#"{"message_type":"orders_export","name_template":"orders_{window_start:%Y%m%d}.csv","content_base64":"aWQKMQo="}"#
+        );
+        let back: FileDrop = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.digest(), drop.digest());
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("orders.csv");
+        std::fs::write(&path, "id\n1\n").unwrap();
+        let from_file = FileDrop::from_file("orders_export", "orders.csv", &path).unwrap();
+        let json = serde_json::to_string(&from_file).unwrap();
+        let back: FileDrop = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.path(), Some(path.as_path()));
+        assert_eq!(back.digest(), drop.digest());
+
+        std::fs::remove_file(&path).unwrap();
+        let error = serde_json::from_str::<FileDrop>(&json).unwrap_err();
+        assert!(!error.to_string().is_empty());
+    }
 }

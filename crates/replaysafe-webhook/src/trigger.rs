@@ -158,11 +158,37 @@ impl TriggerClientBuilder {
 
 /// A downstream run to start: the DAG id (Airflow) or trigger name (the message type),
 /// a `conf` object and a logical date.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// It serializes (`{"name", "conf", "logical_date"}`) so that an outbox row can hold it;
+/// `describe` validates it, whether built here or read back.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Trigger {
     name: String,
     conf: serde_json::Value,
+    #[serde(default, with = "optional_rfc3339")]
     logical_date: Option<DateTime<Utc>>,
+}
+
+/// A logical date as canonical RFC 3339 text, or null.
+mod optional_rfc3339 {
+    use chrono::{DateTime, Utc};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(
+        time: &Option<DateTime<Utc>>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match time {
+            Some(time) => serializer.serialize_str(&replaysafe_core::rfc3339(*time)),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<DateTime<Utc>>, D::Error> {
+        Option::<DateTime<Utc>>::deserialize(deserializer)
+    }
 }
 
 impl Trigger {
@@ -371,6 +397,22 @@ impl EffectClient for TriggerClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trigger_round_trips_through_json() {
+        use chrono::TimeZone;
+        let trigger = Trigger::new("daily_orders")
+            .with_conf(serde_json::json!({"day": "2026-08-05"}))
+            .with_logical_date(Utc.with_ymd_and_hms(2026, 8, 5, 0, 0, 0).unwrap());
+        let json = serde_json::to_string(&trigger).unwrap();
+        assert_eq!(
+            json,
+            r#"{"name":"daily_orders","conf":{"day":"2026-08-05"},"logical_date":"2026-08-05T00:00:00Z"}"#
+        );
+        assert_eq!(serde_json::from_str::<Trigger>(&json).unwrap(), trigger);
+        let bare: Trigger = serde_json::from_str(r#"{"name":"x","conf":{}}"#).unwrap();
+        assert_eq!(bare, Trigger::new("x"));
+    }
 
     #[test]
     fn dag_ids_follow_airflow_rules() {

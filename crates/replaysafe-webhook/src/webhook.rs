@@ -175,12 +175,73 @@ impl WebhookClientBuilder {
 /// (scheme, host and path) and the window, not from the body: one event type to one
 /// endpoint per window is one logical effect. Give distinct effects in the same window
 /// distinct event types.
-#[derive(Clone, PartialEq, Eq)]
+///
+/// It serializes so that an outbox row can hold it: `{"event_type", "content_type",
+/// "body", "endpoint"}`, with the body as text when it is UTF-8 and as `"body_base64"`
+/// otherwise. `describe` validates it, whether built here or read back.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(into = "WebhookData", try_from = "WebhookData")]
 pub struct Webhook {
     event_type: String,
     content_type: String,
     body: Vec<u8>,
     endpoint: Option<String>,
+}
+
+/// The serialized form of a [`Webhook`].
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+struct WebhookData {
+    event_type: String,
+    content_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    body: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    body_base64: Option<String>,
+    #[serde(default)]
+    endpoint: Option<String>,
+}
+
+impl From<Webhook> for WebhookData {
+    fn from(webhook: Webhook) -> Self {
+        let (body, body_base64) = match String::from_utf8(webhook.body) {
+            Ok(text) => (Some(text), None),
+            Err(bytes) => {
+                use base64::Engine as _;
+                let encoded = base64::engine::general_purpose::STANDARD.encode(bytes.as_bytes());
+                (None, Some(encoded))
+            }
+        };
+        WebhookData {
+            event_type: webhook.event_type,
+            content_type: webhook.content_type,
+            body,
+            body_base64,
+            endpoint: webhook.endpoint,
+        }
+    }
+}
+
+impl TryFrom<WebhookData> for Webhook {
+    type Error = String;
+
+    fn try_from(data: WebhookData) -> Result<Self, String> {
+        let body = match (data.body, data.body_base64) {
+            (Some(text), None) => text.into_bytes(),
+            (None, Some(encoded)) => {
+                use base64::Engine as _;
+                base64::engine::general_purpose::STANDARD
+                    .decode(encoded)
+                    .map_err(|_| "body_base64: not valid base64".to_owned())?
+            }
+            _ => return Err("a webhook has exactly one of body and body_base64".to_owned()),
+        };
+        Ok(Webhook {
+            event_type: data.event_type,
+            content_type: data.content_type,
+            body,
+            endpoint: data.endpoint,
+        })
+    }
 }
 
 impl fmt::Debug for Webhook {
@@ -343,5 +404,42 @@ impl EffectClient for WebhookClient {
     /// The policy set with [`WebhookClientBuilder::redaction`]; by default the full endpoint.
     fn redaction(&self) -> replaysafe_core::RedactionPolicy {
         self.transport.redaction()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_webhook_round_trips_through_json_with_a_text_or_binary_body() {
+        let text = Webhook::json("order.created", serde_json::json!({"id": 7}))
+            .to("https://partner.example/hooks");
+        let json = serde_json::to_string(&text).unwrap();
+        assert_eq!(
+            json,
+            r#"{"event_type":"order.created","content_type":"application/json","body":"{\"id\":7}","endpoint":"https://partner.example/hooks"}"#
+        );
+        assert_eq!(serde_json::from_str::<Webhook>(&json).unwrap(), text);
+
+        let binary = Webhook::raw("blob", "application/octet-stream", vec![0xff, 0x00, 0x10]);
+        let json = serde_json::to_string(&binary).unwrap();
+        assert!(json.contains(r#""body_base64":"/wAQ""#), "{json}");
+        assert_eq!(serde_json::from_str::<Webhook>(&json).unwrap(), binary);
+    }
+
+    #[test]
+    fn a_webhook_needs_exactly_one_body() {
+        let both =
+            r#"{"event_type":"e","content_type":"text/plain","body":"a","body_base64":"YQ=="}"#;
+        let error = serde_json::from_str::<Webhook>(both).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("exactly one of body and body_base64"),
+            "{error}"
+        );
+        let neither = r#"{"event_type":"e","content_type":"text/plain"}"#;
+        assert!(serde_json::from_str::<Webhook>(neither).is_err());
     }
 }

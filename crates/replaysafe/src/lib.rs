@@ -15,7 +15,8 @@
 //! | `alert` | `alert`: Alertmanager, PagerDuty and Slack alerts that a replay cannot fire |
 //! | `webhook` | `webhook`: signed, keyed webhooks and Airflow or URL triggers, with an SSRF guard |
 //! | `email` | `email`: SMTP (lettre) or `.eml` folder email, one keyed effect per recipient |
-//! | `full` | every adapter |
+//! | `outbox-sqlite` | `outbox`: effects staged in the data's own SQLite transaction, delivered once per key by workers |
+//! | `full` | every adapter, and the outbox |
 //!
 //! See [`replaysafe_core`] for the complete guide and example.
 
@@ -100,6 +101,11 @@ pub use replaysafe_email as email;
 /// ```
 #[cfg(all(doctest, feature = "webhook"))]
 pub struct RawClientsAreNotPublic;
+
+/// The transactional outbox (feature `outbox-sqlite`).
+#[cfg(feature = "outbox-sqlite")]
+#[doc(inline)]
+pub use replaysafe_outbox as outbox;
 
 /// The README's example, compiled and run as a doctest.
 #[cfg(all(doctest, feature = "testing", feature = "webhook", feature = "email"))]

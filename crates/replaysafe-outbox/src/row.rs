@@ -1,0 +1,361 @@
+//! What a row holds, independent of the database: its status, its own context, and
+//! the staging of an effect into a row.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use replaysafe_core::{
+    Clock, EffectClient, EffectKind, EffectRecord, Mode, OptIn, Preview, RecencyPolicy,
+    ReplayContext, RunKind, SendError, Step, Window, rfc3339,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::{OutboxError, Route};
+
+/// Where a row stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Status {
+    /// Waiting for a worker, from `next_attempt_at`.
+    Pending,
+    /// Claimed by a worker until its lease ends.
+    Claimed,
+    /// The receiver accepted it.
+    Delivered,
+    /// The gate stopped it, at staging or at delivery; never claimed without an audited opt-in.
+    Suppressed,
+    /// Failed permanently or ran out of attempts; `last_error` says why.
+    Dead,
+}
+
+impl Status {
+    /// Every status.
+    pub const ALL: [Status; 5] = [
+        Status::Pending,
+        Status::Claimed,
+        Status::Delivered,
+        Status::Suppressed,
+        Status::Dead,
+    ];
+
+    /// The word stored in the `status` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Claimed => "claimed",
+            Status::Delivered => "delivered",
+            Status::Suppressed => "suppressed",
+            Status::Dead => "dead",
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Status {
+    type Err = OutboxError;
+
+    fn from_str(value: &str) -> Result<Self, OutboxError> {
+        Status::ALL
+            .into_iter()
+            .find(|status| status.as_str() == value)
+            .ok_or_else(|| {
+                OutboxError::invalid(
+                    "status",
+                    "expected one of pending, claimed, delivered, suppressed, dead",
+                )
+            })
+    }
+}
+
+/// Milliseconds since the Unix epoch, as the table stores operational times.
+pub(crate) fn millis(time: DateTime<Utc>) -> i64 {
+    time.timestamp_millis()
+}
+
+pub(crate) fn from_millis(ms: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(ms).unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+/// The context a row was staged under: everything the gate needs to decide again at
+/// delivery, so that a worker's own environment cannot make the row look current.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RowContext {
+    pub(crate) pipeline: String,
+    pub(crate) run_id: String,
+    pub(crate) run_kind: String,
+    pub(crate) replay_flag: Option<bool>,
+    pub(crate) backfill_id: Option<String>,
+    pub(crate) window_start: String,
+    pub(crate) window_end: String,
+    pub(crate) logical_date: Option<String>,
+    pub(crate) run_interval_start: Option<String>,
+    pub(crate) run_interval_end: Option<String>,
+    pub(crate) mode: String,
+    pub(crate) conflict: Option<String>,
+    pub(crate) max_age_ms: i64,
+    pub(crate) clock_skew_ms: i64,
+    pub(crate) opt_in_reason: Option<String>,
+    pub(crate) opt_in_approved_by: Option<String>,
+    pub(crate) opt_in_expires_at: Option<String>,
+}
+
+fn parse_time(key: &str, field: &'static str, text: &str) -> Result<DateTime<Utc>, OutboxError> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|time| time.with_timezone(&Utc))
+        .map_err(|error| OutboxError::corrupt(key, field, error))
+}
+
+impl RowContext {
+    fn of(cx: &ReplayContext, kind: &EffectKind, opt_in: Option<&OptIn>) -> Self {
+        let window = cx.window();
+        RowContext {
+            pipeline: cx.pipeline().to_owned(),
+            run_id: cx.run_id().as_str().to_owned(),
+            run_kind: cx.run_kind().as_str().to_owned(),
+            replay_flag: cx.replay_flag(),
+            backfill_id: cx.backfill_id().map(str::to_owned),
+            window_start: rfc3339(window.start()),
+            window_end: rfc3339(window.end()),
+            logical_date: cx.logical_date().map(rfc3339),
+            run_interval_start: cx.run_interval().map(|w| rfc3339(w.start())),
+            run_interval_end: cx.run_interval().map(|w| rfc3339(w.end())),
+            mode: cx.mode().as_str().to_owned(),
+            conflict: cx.conflict().map(|note| note.into_owned()),
+            max_age_ms: cx.recency().max_age(kind).num_milliseconds(),
+            clock_skew_ms: cx.recency().clock_skew().num_milliseconds(),
+            opt_in_reason: opt_in.map(|o| o.reason().to_owned()),
+            opt_in_approved_by: opt_in.map(|o| o.approved_by().to_owned()),
+            opt_in_expires_at: opt_in.map(|o| rfc3339(o.expires_at())),
+        }
+    }
+
+    /// Rebuilds the row's context, reading time from `clock`. Only the clock comes from
+    /// the worker; run kind, flags, window, recency and opt-in all come from the row.
+    /// The row's opt-in covers the row's kind: it was stored for this row's one effect.
+    pub(crate) fn to_context(
+        &self,
+        key: &str,
+        kind: &EffectKind,
+        clock: Arc<dyn Clock>,
+    ) -> Result<ReplayContext, OutboxError> {
+        let corrupt = |field: &'static str| {
+            move |error: replaysafe_core::Error| OutboxError::corrupt(key, field, error)
+        };
+        let window = Window::from_bounds(
+            parse_time(key, "window_start", &self.window_start)?,
+            parse_time(key, "window_end", &self.window_end)?,
+        )
+        .map_err(corrupt("window_end"))?;
+        let recency = RecencyPolicy::default()
+            .with_max_age(kind.clone(), TimeDelta::milliseconds(self.max_age_ms))
+            .map_err(corrupt("max_age_ms"))?
+            .with_clock_skew(TimeDelta::milliseconds(self.clock_skew_ms))
+            .map_err(corrupt("clock_skew_ms"))?;
+        let mut builder = ReplayContext::builder()
+            .pipeline(&self.pipeline)
+            .run_id(&self.run_id)
+            .run_kind(RunKind::from_str(&self.run_kind).map_err(corrupt("run_kind"))?)
+            .window(window)
+            .mode(Mode::from_str(&self.mode).map_err(corrupt("mode"))?)
+            .recency(recency)
+            .clock(clock);
+        if let Some(flag) = self.replay_flag {
+            builder = builder.replay_flag(flag);
+        }
+        if let Some(id) = &self.backfill_id {
+            builder = builder.backfill_id(id);
+        }
+        if let Some(logical) = &self.logical_date {
+            builder = builder.logical_date(parse_time(key, "logical_date", logical)?);
+        }
+        match (&self.run_interval_start, &self.run_interval_end) {
+            (Some(start), Some(end)) => {
+                let interval = Window::from_bounds(
+                    parse_time(key, "run_interval_start", start)?,
+                    parse_time(key, "run_interval_end", end)?,
+                )
+                .map_err(corrupt("run_interval_end"))?;
+                builder = builder.run_interval(interval);
+            }
+            (None, None) => {}
+            _ => {
+                return Err(OutboxError::corrupt(
+                    key,
+                    "run_interval_end",
+                    "run_interval_start and run_interval_end are set together or not at all",
+                ));
+            }
+        }
+        if let Some(note) = &self.conflict {
+            builder = builder.conflict(note);
+        }
+        match (
+            &self.opt_in_reason,
+            &self.opt_in_approved_by,
+            &self.opt_in_expires_at,
+        ) {
+            (Some(reason), Some(approved_by), Some(expires_at)) => {
+                let opt_in = OptIn::new(
+                    reason,
+                    approved_by,
+                    parse_time(key, "opt_in_expires_at", expires_at)?,
+                )
+                .map_err(corrupt("opt_in_reason"))?
+                .for_kind(kind.clone());
+                builder = builder.opt_in(opt_in);
+            }
+            (None, None, None) => {}
+            _ => {
+                return Err(OutboxError::corrupt(
+                    key,
+                    "opt_in_reason",
+                    "opt_in_reason, opt_in_approved_by and opt_in_expires_at are set together or not at all",
+                ));
+            }
+        }
+        builder.build().map_err(corrupt("pipeline"))
+    }
+}
+
+/// A row ready to be upserted: the product of the gate at staging.
+#[derive(Clone, Debug)]
+pub(crate) struct StagedRow {
+    pub(crate) key: String,
+    pub(crate) route: String,
+    pub(crate) effect_kind: String,
+    pub(crate) message_type: String,
+    pub(crate) target: String,
+    pub(crate) context: RowContext,
+    pub(crate) effect: String,
+    pub(crate) payload_sha256: String,
+    pub(crate) payload_bytes: i64,
+    pub(crate) summary: Option<String>,
+    pub(crate) source_version: i64,
+    pub(crate) status: Status,
+    pub(crate) reasons: String,
+    pub(crate) staged_at_ms: i64,
+}
+
+/// What staging did with an effect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Staged {
+    /// The row's key: the effect's idempotency key.
+    pub key: String,
+    /// The gate's verdict at staging: `Pending` when a worker may deliver the effect,
+    /// `Suppressed` when the gate stopped it. An existing row keeps its own status where
+    /// the staging rules say so (a delivered row stays delivered).
+    pub status: Status,
+    /// The gate's reasons at staging, snake_case.
+    pub reasons: Vec<String>,
+    /// Whether the row was inserted or changed: `false` when the row holds a newer source
+    /// version, or already holds this effect.
+    pub changed: bool,
+}
+
+/// The version of the source data an effect reports on, such as its `updated_at`:
+/// an older version never overwrites a newer one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SourceVersion(pub i64);
+
+impl From<DateTime<Utc>> for SourceVersion {
+    /// Microseconds since the Unix epoch.
+    fn from(time: DateTime<Utc>) -> Self {
+        SourceVersion(time.timestamp_micros())
+    }
+}
+
+impl From<i64> for SourceVersion {
+    fn from(version: i64) -> Self {
+        SourceVersion(version)
+    }
+}
+
+/// Runs the gate at staging and builds the row; journals a suppressed one.
+pub(crate) fn prepare<C>(
+    cx: &ReplayContext,
+    route: &Route<C>,
+    effect: &C::Effect,
+    version: SourceVersion,
+) -> Result<(StagedRow, Staged), OutboxError>
+where
+    C: EffectClient + 'static,
+    C::Effect: Serialize + DeserializeOwned,
+{
+    let guard = route.guard();
+    let Preview {
+        description,
+        key,
+        decision,
+        ..
+    } = guard
+        .preview(cx, effect)
+        .map_err(|error| OutboxError::InvalidEffect {
+            route: route.name().to_owned(),
+            source: match error {
+                SendError::Invalid(inner) => Box::new(inner),
+                other => Box::new(other),
+            },
+        })?;
+    let effect_json = serde_json::to_string(effect).map_err(|source| OutboxError::Encode {
+        route: route.name().to_owned(),
+        source,
+    })?;
+    let redaction = guard.redaction();
+    let target = redaction.target().apply(description.target()).into_owned();
+    let status = if decision.delivers() {
+        Status::Pending
+    } else {
+        Status::Suppressed
+    };
+    let opt_in = decision.opt_in().filter(|_| decision.delivers());
+    let context = RowContext::of(cx, description.kind(), opt_in);
+    let reasons: Vec<String> = decision
+        .reasons()
+        .iter()
+        .map(|r| r.as_str().to_owned())
+        .collect();
+    let payload = description.payload();
+    let summary = redaction
+        .shows_summaries()
+        .then(|| description.summary().map(str::to_owned))
+        .flatten();
+
+    if status == Status::Suppressed {
+        // Journaled and logged as every suppression is: "would have sent".
+        EffectRecord::new(cx, &description, &key, &decision, redaction)
+            .write(&**guard.journal(), Step::Suppressed)
+            .map_err(OutboxError::Journal)?;
+    }
+
+    let row = StagedRow {
+        key: key.as_str().to_owned(),
+        route: route.name().to_owned(),
+        effect_kind: description.kind().as_str().to_owned(),
+        message_type: description.message_type().to_owned(),
+        target,
+        context,
+        effect: effect_json,
+        payload_sha256: payload.sha256_hex(),
+        payload_bytes: i64::try_from(payload.bytes()).unwrap_or(i64::MAX),
+        summary,
+        source_version: version.0,
+        status,
+        reasons: reasons.join(","),
+        staged_at_ms: millis(cx.now()),
+    };
+    let staged = Staged {
+        key: row.key.clone(),
+        status,
+        reasons,
+        changed: true,
+    };
+    Ok((row, staged))
+}

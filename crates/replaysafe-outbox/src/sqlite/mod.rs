@@ -1,0 +1,719 @@
+//! The SQLite backend: the embedded default.
+//!
+//! Staging runs inside the caller's own [`rusqlite::Transaction`], so the effect commits
+//! or rolls back with the data it reports on. Workers and operators use
+//! [`SqliteOutbox`], which holds its own connection and never blocks an async task's
+//! thread: on a multi-threaded tokio runtime a statement runs in place through
+//! [`tokio::task::block_in_place`] (the thread's other tasks move to another thread
+//! meanwhile), on a current-thread runtime it runs on the blocking pool.
+
+mod schema;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use replaysafe_core::{EffectClient, ReplayContext};
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+pub use schema::{SCHEMA_VERSION, migrate, schema_version};
+
+use crate::row::{RowContext, StagedRow, from_millis, millis, prepare};
+use crate::store::{
+    Approval, ClaimRequest, ClaimedRow, Completion, CompletionResult, OutboxStore, RowSummary,
+    StatusCount, StoreCounters,
+};
+use crate::{OutboxError, Route, SourceVersion, Staged, Status};
+
+/// How long a connection waits for another writer before giving up.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn sql(operation: &'static str) -> impl FnOnce(rusqlite::Error) -> OutboxError {
+    move |error| OutboxError::store(operation, error)
+}
+
+/// Sets up a connection for the outbox: write-ahead logging (readers never block the
+/// writer), `synchronous = NORMAL` (a commit survives the process being killed),
+/// `temp_store = MEMORY` (the staging upsert's statement journal stays in memory, which
+/// makes restaging several times faster), and a busy timeout of [`BUSY_TIMEOUT`] so that
+/// workers and stagers wait for each other. Call it on the connection you stage from.
+pub fn configure(conn: &Connection) -> Result<(), OutboxError> {
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(sql("setting the busy timeout"))?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(sql("enabling write-ahead logging"))?;
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(sql("setting synchronous mode"))?;
+    conn.pragma_update(None, "temp_store", "MEMORY")
+        .map_err(sql("setting temp_store"))?;
+    Ok(())
+}
+
+/// The staging upsert. Its rules, in SQL so that a task in any language can run the
+/// same statement (`docs/reference/outbox.md` documents it):
+///
+/// - a restaging never adds a row (the key is the primary key);
+/// - an older `source_version` changes nothing, and neither does a restaging of the
+///   same effect at the same version (a replay of unchanged data writes nothing);
+/// - a suppressed row takes the new staging's context and verdict; a pending row takes
+///   them only from a staging that is itself pending, so a replay never demotes a row a
+///   current run staged; claimed, delivered and dead rows keep theirs;
+/// - a delivered row whose payload changes is marked `changed_after_delivery` and is not
+///   sent again without an audited resend.
+pub const STAGE_SQL: &str = "INSERT INTO replaysafe_outbox (
+    idempotency_key, route, pipeline, effect_kind, message_type, target,
+    window_start, window_end, run_id, run_kind, replay_flag, backfill_id,
+    logical_date, run_interval_start, run_interval_end, mode, conflict,
+    max_age_ms, clock_skew_ms, opt_in_reason, opt_in_approved_by, opt_in_expires_at,
+    effect, payload_sha256, payload_bytes, summary, source_version, status, reasons,
+    next_attempt_at_ms, staged_at_ms, updated_at_ms)
+VALUES (
+    :idempotency_key, :route, :pipeline, :effect_kind, :message_type, :target,
+    :window_start, :window_end, :run_id, :run_kind, :replay_flag, :backfill_id,
+    :logical_date, :run_interval_start, :run_interval_end, :mode, :conflict,
+    :max_age_ms, :clock_skew_ms, :opt_in_reason, :opt_in_approved_by, :opt_in_expires_at,
+    :effect, :payload_sha256, :payload_bytes, :summary, :source_version, :status, :reasons,
+    :now_ms, :now_ms, :now_ms)
+ON CONFLICT (idempotency_key) DO UPDATE SET
+    route = excluded.route,
+    target = excluded.target,
+    effect = excluded.effect,
+    payload_sha256 = excluded.payload_sha256,
+    payload_bytes = excluded.payload_bytes,
+    summary = excluded.summary,
+    source_version = excluded.source_version,
+    updated_at_ms = excluded.updated_at_ms,
+    changed_after_delivery = (delivered_sha256 IS NOT NULL AND delivered_sha256 <> excluded.payload_sha256),
+    status = CASE WHEN status = 'suppressed' THEN excluded.status ELSE status END,
+    next_attempt_at_ms = CASE WHEN status = 'suppressed' THEN excluded.next_attempt_at_ms ELSE next_attempt_at_ms END,
+    reasons = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.reasons ELSE reasons END,
+    run_id = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.run_id ELSE run_id END,
+    run_kind = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.run_kind ELSE run_kind END,
+    replay_flag = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.replay_flag ELSE replay_flag END,
+    backfill_id = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.backfill_id ELSE backfill_id END,
+    logical_date = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.logical_date ELSE logical_date END,
+    run_interval_start = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.run_interval_start ELSE run_interval_start END,
+    run_interval_end = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.run_interval_end ELSE run_interval_end END,
+    mode = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.mode ELSE mode END,
+    conflict = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.conflict ELSE conflict END,
+    max_age_ms = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.max_age_ms ELSE max_age_ms END,
+    clock_skew_ms = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.clock_skew_ms ELSE clock_skew_ms END,
+    opt_in_reason = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in_reason ELSE opt_in_reason END,
+    opt_in_approved_by = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in_approved_by ELSE opt_in_approved_by END,
+    opt_in_expires_at = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in_expires_at ELSE opt_in_expires_at END
+WHERE excluded.source_version >= source_version
+  AND (excluded.source_version > source_version
+    OR excluded.effect <> effect
+    OR (status = 'suppressed' AND excluded.status = 'pending'))";
+
+/// Stages `effect` for `route` inside the caller's transaction `tx`.
+///
+/// The gate runs now, on `cx`: a current run's effect becomes a `pending` row a worker
+/// will deliver; a replay's (or a stale, unknown, conflicting or dry-run context's)
+/// becomes a `suppressed` row, journaled "would have sent" through the route's journal,
+/// and never claimed without an audited opt-in. The row commits or rolls back with `tx`.
+/// See [`stage_versioned`] for the source version; this one stages version 0.
+///
+/// The outbox tables must exist ([`migrate`], or [`SqliteOutbox::open`]).
+pub fn stage<C>(
+    tx: &Transaction<'_>,
+    cx: &ReplayContext,
+    route: &Route<C>,
+    effect: &C::Effect,
+) -> Result<Staged, OutboxError>
+where
+    C: EffectClient + 'static,
+    C::Effect: Serialize + DeserializeOwned,
+{
+    stage_versioned(tx, cx, route, effect, SourceVersion::default())
+}
+
+/// [`stage`], with the version of the source data the effect reports on (such as its
+/// `updated_at`): a staging with an older version than the row's changes nothing.
+pub fn stage_versioned<C>(
+    tx: &Transaction<'_>,
+    cx: &ReplayContext,
+    route: &Route<C>,
+    effect: &C::Effect,
+    version: SourceVersion,
+) -> Result<Staged, OutboxError>
+where
+    C: EffectClient + 'static,
+    C::Effect: Serialize + DeserializeOwned,
+{
+    let (row, staged) = prepare(cx, route, effect, version)?;
+    Ok(Staged {
+        changed: upsert(tx, &row)?,
+        ..staged
+    })
+}
+
+/// Runs [`STAGE_SQL`]; whether the row was inserted or changed.
+fn upsert(tx: &Transaction<'_>, row: &StagedRow) -> Result<bool, OutboxError> {
+    let cx = &row.context;
+    let mut statement = tx
+        .prepare_cached(STAGE_SQL)
+        .map_err(sql("preparing the staging statement"))?;
+    let changed = statement
+        .execute(
+            // Bound by position: SQLite numbers named parameters in order of first
+            // appearance, and binding by name costs a lookup per parameter per row.
+            rusqlite::params![
+                row.key,
+                row.route,
+                cx.pipeline,
+                row.effect_kind,
+                row.message_type,
+                row.target,
+                cx.window_start,
+                cx.window_end,
+                cx.run_id,
+                cx.run_kind,
+                cx.replay_flag,
+                cx.backfill_id,
+                cx.logical_date,
+                cx.run_interval_start,
+                cx.run_interval_end,
+                cx.mode,
+                cx.conflict,
+                cx.max_age_ms,
+                cx.clock_skew_ms,
+                cx.opt_in_reason,
+                cx.opt_in_approved_by,
+                cx.opt_in_expires_at,
+                row.effect,
+                row.payload_sha256,
+                row.payload_bytes,
+                row.summary,
+                row.source_version,
+                row.status.as_str(),
+                row.reasons,
+                row.staged_at_ms,
+            ],
+        )
+        .map_err(sql("staging an effect"))?;
+    Ok(changed > 0)
+}
+
+/// The SQLite outbox, for workers and operators: one connection of its own.
+#[derive(Clone)]
+pub struct SqliteOutbox {
+    conn: Arc<Mutex<Connection>>,
+    path: Arc<PathBuf>,
+}
+
+impl fmt::Debug for SqliteOutbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteOutbox")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteOutbox {
+    /// Opens (creating if needed) the database at `path`, configures it ([`configure`])
+    /// and creates or migrates the outbox tables ([`migrate`]).
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, OutboxError> {
+        let path = path.as_ref();
+        let mut conn = Connection::open(path).map_err(sql("opening the outbox database"))?;
+        configure(&conn)?;
+        migrate(&mut conn)?;
+        Ok(SqliteOutbox {
+            conn: Arc::new(Mutex::new(conn)),
+            path: Arc::new(path.to_owned()),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `work` on the connection without blocking other tasks: in place on a
+    /// multi-threaded runtime (one thread hop less per statement, which is most of a
+    /// worker's overhead per row), else on the blocking pool.
+    async fn run<T: Send + 'static>(
+        &self,
+        operation: &'static str,
+        work: impl FnOnce(&mut Connection) -> Result<T, OutboxError> + Send + 'static,
+    ) -> Result<T, OutboxError> {
+        if tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::MultiThread
+        {
+            return tokio::task::block_in_place(|| work(&mut lock(&self.conn)));
+        }
+        let conn = Arc::clone(&self.conn);
+        tokio::task::spawn_blocking(move || work(&mut lock(&conn)))
+            .await
+            .map_err(|error| OutboxError::store(operation, error))?
+    }
+}
+
+fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+const CLAIM_COLUMNS: &str = "idempotency_key, route, effect_kind, pipeline, run_id, run_kind, \
+    replay_flag, backfill_id, window_start, window_end, logical_date, run_interval_start, \
+    run_interval_end, mode, conflict, max_age_ms, clock_skew_ms, opt_in_reason, \
+    opt_in_approved_by, opt_in_expires_at, effect, payload_sha256, attempts";
+
+fn claimed_row(row: &Row<'_>, token: &str) -> rusqlite::Result<ClaimedRow> {
+    Ok(ClaimedRow {
+        key: row.get(0)?,
+        route: row.get(1)?,
+        effect_kind: row.get(2)?,
+        context: RowContext {
+            pipeline: row.get(3)?,
+            run_id: row.get(4)?,
+            run_kind: row.get(5)?,
+            replay_flag: row.get(6)?,
+            backfill_id: row.get(7)?,
+            window_start: row.get(8)?,
+            window_end: row.get(9)?,
+            logical_date: row.get(10)?,
+            run_interval_start: row.get(11)?,
+            run_interval_end: row.get(12)?,
+            mode: row.get(13)?,
+            conflict: row.get(14)?,
+            max_age_ms: row.get(15)?,
+            clock_skew_ms: row.get(16)?,
+            opt_in_reason: row.get(17)?,
+            opt_in_approved_by: row.get(18)?,
+            opt_in_expires_at: row.get(19)?,
+        },
+        effect: row.get(20)?,
+        payload_sha256: row.get(21)?,
+        attempts: row.get(22)?,
+        claim_token: token.to_owned(),
+    })
+}
+
+fn route_list(count: usize, first: usize) -> String {
+    (0..count)
+        .map(|i| format!("?{}", first + i))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A claim token: 128 random bits, hex.
+fn new_token() -> String {
+    format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
+}
+
+fn claim(conn: &mut Connection, request: &ClaimRequest) -> Result<Vec<ClaimedRow>, OutboxError> {
+    if request.routes.is_empty() || request.limit == 0 {
+        return Ok(Vec::new());
+    }
+    let now = millis(request.now);
+    let lease_until =
+        now.saturating_add(i64::try_from(request.lease.as_millis()).unwrap_or(i64::MAX));
+    let token = new_token();
+    let routes = route_list(request.routes.len(), 5);
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql("starting a claim"))?;
+    let mut claimed = Vec::new();
+    {
+        let reclaim = format!(
+            "UPDATE replaysafe_outbox SET status = 'claimed', claim_token = ?1, lease_until_ms = ?2, \
+             attempts = attempts + 1, updated_at_ms = ?3 \
+             WHERE idempotency_key IN (SELECT idempotency_key FROM replaysafe_outbox \
+             WHERE status = 'claimed' AND lease_until_ms <= ?3 AND route IN ({routes}) \
+             ORDER BY lease_until_ms LIMIT ?4) RETURNING {CLAIM_COLUMNS}"
+        );
+        let fresh = format!(
+            "UPDATE replaysafe_outbox SET status = 'claimed', claim_token = ?1, lease_until_ms = ?2, \
+             attempts = attempts + 1, updated_at_ms = ?3 \
+             WHERE idempotency_key IN (SELECT idempotency_key FROM replaysafe_outbox \
+             WHERE status = 'pending' AND next_attempt_at_ms <= ?3 AND route IN ({routes}) \
+             ORDER BY next_attempt_at_ms LIMIT ?4) RETURNING {CLAIM_COLUMNS}"
+        );
+        for (query, reclaiming) in [(reclaim, true), (fresh, false)] {
+            let room = i64::from(request.limit) - i64::try_from(claimed.len()).unwrap_or(0);
+            if room <= 0 {
+                break;
+            }
+            let mut params: Vec<&dyn rusqlite::ToSql> = vec![&token, &lease_until, &now, &room];
+            params.extend(request.routes.iter().map(|r| r as &dyn rusqlite::ToSql));
+            let mut statement = tx.prepare_cached(&query).map_err(sql("claiming rows"))?;
+            let rows = statement
+                .query_map(params.as_slice(), |row| claimed_row(row, &token))
+                .map_err(sql("claiming rows"))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(sql("claiming rows"))?;
+            if reclaiming && !rows.is_empty() {
+                tx.execute(
+                    "UPDATE replaysafe_outbox_counters SET value = value + ?1 WHERE name = 'reclaimed'",
+                    [rows.len() as i64],
+                )
+                .map_err(sql("counting reclaimed rows"))?;
+            }
+            claimed.extend(rows);
+        }
+    }
+    tx.commit().map_err(sql("committing a claim"))?;
+    Ok(claimed)
+}
+
+const COMPLETE_DELIVERED: &str = "UPDATE replaysafe_outbox SET status = 'delivered', \
+    claim_token = NULL, lease_until_ms = NULL, last_error = NULL, reasons = 'current_window', \
+    delivered_at_ms = ?3, delivered_sha256 = ?4, changed_after_delivery = (payload_sha256 <> ?4), \
+    updated_at_ms = ?3 WHERE idempotency_key = ?1 AND claim_token = ?2 AND status = 'claimed'";
+const COMPLETE_SUPPRESSED: &str = "UPDATE replaysafe_outbox SET status = 'suppressed', \
+    claim_token = NULL, lease_until_ms = NULL, reasons = ?4, updated_at_ms = ?3 \
+    WHERE idempotency_key = ?1 AND claim_token = ?2 AND status = 'claimed'";
+const COMPLETE_RETRY: &str = "UPDATE replaysafe_outbox SET status = 'pending', \
+    claim_token = NULL, lease_until_ms = NULL, last_error = ?4, next_attempt_at_ms = ?5, \
+    updated_at_ms = ?3 WHERE idempotency_key = ?1 AND claim_token = ?2 AND status = 'claimed'";
+const COMPLETE_DEAD: &str = "UPDATE replaysafe_outbox SET status = 'dead', \
+    claim_token = NULL, lease_until_ms = NULL, last_error = ?4, updated_at_ms = ?3 \
+    WHERE idempotency_key = ?1 AND claim_token = ?2 AND status = 'claimed'";
+
+fn complete(
+    conn: &mut Connection,
+    key: &str,
+    token: &str,
+    completion: &Completion,
+    now: i64,
+) -> Result<CompletionResult, OutboxError> {
+    let changed = match completion {
+        Completion::Delivered { payload_sha256 } => conn
+            .prepare_cached(COMPLETE_DELIVERED)
+            .and_then(|mut s| s.execute(rusqlite::params![key, token, now, payload_sha256])),
+        Completion::Suppressed { reasons } => conn
+            .prepare_cached(COMPLETE_SUPPRESSED)
+            .and_then(|mut s| s.execute(rusqlite::params![key, token, now, reasons])),
+        Completion::Retry {
+            next_attempt_at,
+            error,
+        } => conn.prepare_cached(COMPLETE_RETRY).and_then(|mut s| {
+            s.execute(rusqlite::params![
+                key,
+                token,
+                now,
+                error,
+                millis(*next_attempt_at)
+            ])
+        }),
+        Completion::Dead { error } => conn
+            .prepare_cached(COMPLETE_DEAD)
+            .and_then(|mut s| s.execute(rusqlite::params![key, token, now, error])),
+    }
+    .map_err(sql("completing a claim"))?;
+    if changed == 1 {
+        return Ok(CompletionResult::Applied);
+    }
+    conn.execute(
+        "UPDATE replaysafe_outbox_counters SET value = value + 1 WHERE name = 'stale_completions'",
+        [],
+    )
+    .map_err(sql("counting a stale completion"))?;
+    Ok(CompletionResult::Stale)
+}
+
+fn summary_row(row: &Row<'_>) -> rusqlite::Result<(RowSummary, String)> {
+    let status: String = row.get(8)?;
+    Ok((
+        RowSummary {
+            key: row.get(0)?,
+            route: row.get(1)?,
+            pipeline: row.get(2)?,
+            effect_kind: row.get(3)?,
+            message_type: row.get(4)?,
+            target: row.get(5)?,
+            window_start: row.get(6)?,
+            window_end: row.get(7)?,
+            status: Status::Pending,
+            reasons: row.get(9)?,
+            attempts: row.get(10)?,
+            last_error: row.get(11)?,
+            changed_after_delivery: row.get(12)?,
+        },
+        status,
+    ))
+}
+
+fn audit(
+    tx: &Transaction<'_>,
+    key: &str,
+    action: &str,
+    approval: &Approval,
+    now: i64,
+) -> Result<(), OutboxError> {
+    tx.execute(
+        "INSERT INTO replaysafe_outbox_audit (at_ms, idempotency_key, action, reason, approved_by, expires_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        rusqlite::params![
+            now,
+            key,
+            action,
+            approval.reason,
+            approval.approved_by,
+            replaysafe_core::rfc3339(approval.expires_at)
+        ],
+    )
+    .map_err(sql("recording an audit entry"))?;
+    Ok(())
+}
+
+/// Puts rows of `from` statuses back to pending with `approval` as their opt-in.
+fn reopen(
+    conn: &mut Connection,
+    keys: Option<&[String]>,
+    from: &[Status],
+    action: &str,
+    approval: &Approval,
+    now: i64,
+) -> Result<u64, OutboxError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql("starting an operator action"))?;
+    let statuses = from
+        .iter()
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let selected: Vec<String> = match keys {
+        Some(keys) => {
+            let mut found = Vec::new();
+            let query = format!(
+                "SELECT idempotency_key FROM replaysafe_outbox WHERE idempotency_key = ?1 AND status IN ({statuses})"
+            );
+            for key in keys {
+                let hit: Option<String> = tx
+                    .query_row(&query, [key], |r| r.get(0))
+                    .optional()
+                    .map_err(sql("selecting rows"))?;
+                found.extend(hit);
+            }
+            found
+        }
+        None => {
+            let query = format!(
+                "SELECT idempotency_key FROM replaysafe_outbox WHERE status IN ({statuses}) ORDER BY staged_at_ms"
+            );
+            let mut statement = tx.prepare(&query).map_err(sql("selecting rows"))?;
+            statement
+                .query_map([], |r| r.get(0))
+                .map_err(sql("selecting rows"))?
+                .collect::<Result<_, _>>()
+                .map_err(sql("selecting rows"))?
+        }
+    };
+    let expires = replaysafe_core::rfc3339(approval.expires_at);
+    for key in &selected {
+        tx.execute(
+            "UPDATE replaysafe_outbox SET status = 'pending', attempts = 0, next_attempt_at_ms = ?2, \
+             opt_in_reason = ?3, opt_in_approved_by = ?4, opt_in_expires_at = ?5, updated_at_ms = ?2 \
+             WHERE idempotency_key = ?1",
+            rusqlite::params![key, now, approval.reason, approval.approved_by, expires],
+        )
+        .map_err(sql("reopening a row"))?;
+        audit(&tx, key, action, approval, now)?;
+    }
+    tx.commit().map_err(sql("committing an operator action"))?;
+    Ok(selected.len() as u64)
+}
+
+#[async_trait]
+impl OutboxStore for SqliteOutbox {
+    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<ClaimedRow>, OutboxError> {
+        let request = request.clone();
+        self.run("claiming rows", move |conn| claim(conn, &request))
+            .await
+    }
+
+    async fn complete(
+        &self,
+        row: &ClaimedRow,
+        completion: Completion,
+        now: DateTime<Utc>,
+    ) -> Result<CompletionResult, OutboxError> {
+        let (key, token) = (row.key.clone(), row.claim_token.clone());
+        self.run("completing a claim", move |conn| {
+            complete(conn, &key, &token, &completion, millis(now))
+        })
+        .await
+    }
+
+    async fn release(&self, rows: &[ClaimedRow]) -> Result<(), OutboxError> {
+        let claims: Vec<(String, String)> = rows
+            .iter()
+            .map(|r| (r.key.clone(), r.claim_token.clone()))
+            .collect();
+        self.run("releasing claims", move |conn| {
+            let tx = conn.transaction().map_err(sql("releasing claims"))?;
+            for (key, token) in &claims {
+                tx.execute(
+                    "UPDATE replaysafe_outbox SET status = 'pending', claim_token = NULL, \
+                     lease_until_ms = NULL, attempts = MAX(attempts - 1, 0) \
+                     WHERE idempotency_key = ?1 AND claim_token = ?2 AND status = 'claimed'",
+                    [key, token],
+                )
+                .map_err(sql("releasing claims"))?;
+            }
+            tx.commit().map_err(sql("releasing claims"))
+        })
+        .await
+    }
+
+    async fn counts(&self) -> Result<Vec<StatusCount>, OutboxError> {
+        self.run("counting rows", |conn| {
+            let mut statement = conn
+                .prepare(
+                    "SELECT status, route, pipeline, COUNT(*) FROM replaysafe_outbox \
+                     GROUP BY status, route, pipeline ORDER BY status, route, pipeline",
+                )
+                .map_err(sql("counting rows"))?;
+            let rows = statement
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, i64>(3)?,
+                    ))
+                })
+                .map_err(sql("counting rows"))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(sql("counting rows"))?;
+            rows.into_iter()
+                .map(|(status, route, pipeline, rows)| {
+                    Ok(StatusCount {
+                        status: status.parse()?,
+                        route,
+                        pipeline,
+                        rows: u64::try_from(rows).unwrap_or(0),
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn oldest_pending_age(
+        &self,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Duration>, OutboxError> {
+        self.run("finding the oldest pending row", move |conn| {
+            let oldest: Option<i64> = conn
+                .query_row(
+                    "SELECT MIN(staged_at_ms) FROM replaysafe_outbox WHERE status IN ('pending', 'claimed')",
+                    [],
+                    |r| r.get(0),
+                )
+                .map_err(sql("finding the oldest pending row"))?;
+            Ok(oldest.map(|staged| {
+                (now - from_millis(staged))
+                    .to_std()
+                    .unwrap_or(Duration::ZERO)
+            }))
+        })
+        .await
+    }
+
+    async fn list(&self, status: Status, limit: u32) -> Result<Vec<RowSummary>, OutboxError> {
+        self.run("listing rows", move |conn| {
+            let mut statement = conn
+                .prepare(
+                    "SELECT idempotency_key, route, pipeline, effect_kind, message_type, target, \
+                     window_start, window_end, status, reasons, attempts, last_error, changed_after_delivery \
+                     FROM replaysafe_outbox WHERE status = ?1 ORDER BY staged_at_ms LIMIT ?2",
+                )
+                .map_err(sql("listing rows"))?;
+            let rows = statement
+                .query_map(rusqlite::params![status.as_str(), limit], summary_row)
+                .map_err(sql("listing rows"))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(sql("listing rows"))?;
+            rows.into_iter()
+                .map(|(mut summary, status)| {
+                    summary.status = status.parse()?;
+                    Ok(summary)
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn retry_dead(
+        &self,
+        keys: Option<&[String]>,
+        approval: &Approval,
+        now: DateTime<Utc>,
+    ) -> Result<u64, OutboxError> {
+        let keys = keys.map(<[String]>::to_vec);
+        let approval = approval.clone();
+        self.run("retrying dead rows", move |conn| {
+            reopen(
+                conn,
+                keys.as_deref(),
+                &[Status::Dead],
+                "retry",
+                &approval,
+                millis(now),
+            )
+        })
+        .await
+    }
+
+    async fn resend(
+        &self,
+        keys: &[String],
+        approval: &Approval,
+        now: DateTime<Utc>,
+    ) -> Result<u64, OutboxError> {
+        let keys = keys.to_vec();
+        let approval = approval.clone();
+        self.run("resending rows", move |conn| {
+            reopen(
+                conn,
+                Some(&keys),
+                &[Status::Delivered, Status::Suppressed],
+                "resend",
+                &approval,
+                millis(now),
+            )
+        })
+        .await
+    }
+
+    async fn purge_delivered(&self, cutoff: DateTime<Utc>) -> Result<u64, OutboxError> {
+        self.run("purging delivered rows", move |conn| {
+            let purged = conn
+                .execute(
+                    "DELETE FROM replaysafe_outbox WHERE status = 'delivered' AND delivered_at_ms < ?1",
+                    [millis(cutoff)],
+                )
+                .map_err(sql("purging delivered rows"))?;
+            Ok(purged as u64)
+        })
+        .await
+    }
+
+    async fn counters(&self) -> Result<StoreCounters, OutboxError> {
+        self.run("reading counters", |conn| {
+            let read = |name: &str| -> Result<u64, OutboxError> {
+                let value: i64 = conn
+                    .query_row(
+                        "SELECT value FROM replaysafe_outbox_counters WHERE name = ?1",
+                        [name],
+                        |r| r.get(0),
+                    )
+                    .map_err(sql("reading counters"))?;
+                Ok(u64::try_from(value).unwrap_or(0))
+            };
+            Ok(StoreCounters {
+                stale_completions: read("stale_completions")?,
+                reclaimed: read("reclaimed")?,
+            })
+        })
+        .await
+    }
+}

@@ -1,0 +1,130 @@
+//! Versioned schema migrations of the SQLite outbox.
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+
+use crate::OutboxError;
+
+/// The newest schema version this crate knows.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Migration `n` brings the schema from version `n - 1` to `n`.
+const MIGRATIONS: [&str; 1] = [V1];
+
+const V1: &str = "
+CREATE TABLE replaysafe_outbox (
+    idempotency_key        TEXT PRIMARY KEY NOT NULL,
+    route                  TEXT NOT NULL,
+    pipeline               TEXT NOT NULL,
+    effect_kind            TEXT NOT NULL,
+    message_type           TEXT NOT NULL,
+    target                 TEXT NOT NULL,
+    window_start           TEXT NOT NULL,
+    window_end             TEXT NOT NULL,
+    run_id                 TEXT NOT NULL,
+    run_kind               TEXT NOT NULL,
+    replay_flag            INTEGER,
+    backfill_id            TEXT,
+    logical_date           TEXT,
+    run_interval_start     TEXT,
+    run_interval_end       TEXT,
+    mode                   TEXT NOT NULL DEFAULT 'live',
+    conflict               TEXT,
+    max_age_ms             INTEGER NOT NULL,
+    clock_skew_ms          INTEGER NOT NULL DEFAULT 300000,
+    opt_in_reason          TEXT,
+    opt_in_approved_by     TEXT,
+    opt_in_expires_at      TEXT,
+    effect                 TEXT NOT NULL,
+    payload_sha256         TEXT NOT NULL,
+    payload_bytes          INTEGER NOT NULL,
+    summary                TEXT,
+    source_version         INTEGER NOT NULL DEFAULT 0,
+    status                 TEXT NOT NULL
+        CHECK (status IN ('pending', 'claimed', 'delivered', 'suppressed', 'dead')),
+    reasons                TEXT NOT NULL DEFAULT '',
+    attempts               INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at_ms     INTEGER NOT NULL,
+    claim_token            TEXT,
+    lease_until_ms         INTEGER,
+    last_error             TEXT,
+    staged_at_ms           INTEGER NOT NULL,
+    updated_at_ms          INTEGER NOT NULL,
+    delivered_at_ms        INTEGER,
+    delivered_sha256       TEXT,
+    changed_after_delivery INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX replaysafe_outbox_due ON replaysafe_outbox (status, next_attempt_at_ms);
+CREATE TABLE replaysafe_outbox_audit (
+    id              INTEGER PRIMARY KEY,
+    at_ms           INTEGER NOT NULL,
+    idempotency_key TEXT NOT NULL,
+    action          TEXT NOT NULL,
+    reason          TEXT NOT NULL,
+    approved_by     TEXT NOT NULL,
+    expires_at      TEXT NOT NULL
+);
+CREATE TABLE replaysafe_outbox_counters (
+    name  TEXT PRIMARY KEY NOT NULL,
+    value INTEGER NOT NULL
+);
+INSERT INTO replaysafe_outbox_counters (name, value)
+    VALUES ('stale_completions', 0), ('reclaimed', 0);
+";
+
+fn sql(operation: &'static str) -> impl FnOnce(rusqlite::Error) -> OutboxError {
+    move |error| OutboxError::store(operation, error)
+}
+
+/// The schema version of the database, 0 when the outbox was never created in it.
+pub fn schema_version(conn: &Connection) -> Result<i64, OutboxError> {
+    let exists: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'replaysafe_outbox_schema')",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(sql("reading the outbox schema version"))?;
+    if !exists {
+        return Ok(0);
+    }
+    let version: Option<i64> = conn
+        .query_row("SELECT version FROM replaysafe_outbox_schema", [], |row| {
+            row.get(0)
+        })
+        .optional()
+        .map_err(sql("reading the outbox schema version"))?;
+    Ok(version.unwrap_or(0))
+}
+
+/// Creates or migrates the outbox tables in `conn`'s database, in one transaction.
+///
+/// A database whose schema is newer than [`SCHEMA_VERSION`] is refused with
+/// [`OutboxError::SchemaTooNew`] and left untouched.
+pub fn migrate(conn: &mut Connection) -> Result<(), OutboxError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql("starting the outbox migration"))?;
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS replaysafe_outbox_schema (version INTEGER NOT NULL)",
+    )
+    .map_err(sql("creating the outbox schema table"))?;
+    let found = schema_version(&tx)?;
+    if found > SCHEMA_VERSION {
+        return Err(OutboxError::SchemaTooNew {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for migration in &MIGRATIONS[usize::try_from(found).unwrap_or(0)..] {
+        tx.execute_batch(migration)
+            .map_err(sql("migrating the outbox schema"))?;
+    }
+    tx.execute("DELETE FROM replaysafe_outbox_schema", [])
+        .map_err(sql("recording the outbox schema version"))?;
+    tx.execute(
+        "INSERT INTO replaysafe_outbox_schema (version) VALUES (?1)",
+        [SCHEMA_VERSION],
+    )
+    .map_err(sql("recording the outbox schema version"))?;
+    tx.commit().map_err(sql("committing the outbox migration"))
+}

@@ -1,0 +1,437 @@
+//! Delivery workers: claim due rows, deliver each through its route on the row's own
+//! context, complete on the claim token.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use chrono::TimeDelta;
+use replaysafe_core::{Clock, EffectClient, EffectKind, Guard, RetryPolicy, SystemClock};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+
+use crate::route::{Attempt, ErasedRoute};
+use crate::store::{ClaimRequest, ClaimedRow, Completion, CompletionResult, OutboxStore};
+use crate::{OutboxError, Route};
+
+/// The outbox's default retry policy: 8 attempts, full jitter from 1 s doubling to a
+/// 10 min cap (a receiver's `Retry-After` wins). The time limit of the policy is not
+/// used: attempts are counted across processes, in the row.
+pub fn default_retry() -> RetryPolicy {
+    RetryPolicy::default()
+        .with_max_attempts(8)
+        .with_base_delay(Duration::from_secs(1))
+        .with_max_delay(Duration::from_secs(600))
+}
+
+/// The default lease: how long a claim holds before another worker may take it over.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+/// The default number of rows claimed at once.
+pub const DEFAULT_BATCH: u32 = 32;
+/// The default pause when no row is due.
+pub const DEFAULT_POLL: Duration = Duration::from_millis(500);
+
+/// Builds a [`Worker`]; see [`Worker::builder`].
+pub struct WorkerBuilder {
+    store: Arc<dyn OutboxStore>,
+    routes: Vec<Result<Arc<dyn ErasedRoute>, OutboxError>>,
+    lease: Duration,
+    batch: u32,
+    poll: Duration,
+    retry: RetryPolicy,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for WorkerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkerBuilder")
+            .field("store", &self.store)
+            .field("routes", &self.routes.len())
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkerBuilder {
+    /// Adds a route: rows naming `name` are delivered through `guard`.
+    pub fn route<C>(mut self, name: impl Into<String>, guard: Guard<C>) -> Self
+    where
+        C: EffectClient + fmt::Debug + 'static,
+        C::Effect: Serialize + DeserializeOwned,
+    {
+        self.routes
+            .push(Route::new(name, guard).map(|route| Arc::new(route) as Arc<dyn ErasedRoute>));
+        self
+    }
+
+    /// Adds a route built beforehand (the one used for staging, say).
+    pub fn add_route<C>(mut self, route: Route<C>) -> Self
+    where
+        C: EffectClient + fmt::Debug + 'static,
+        C::Effect: Serialize + DeserializeOwned,
+    {
+        self.routes.push(Ok(Arc::new(route)));
+        self
+    }
+
+    /// How long a claim holds (default 60 s). Make it much longer than one delivery:
+    /// a delivery that outlives its lease may be made again by another worker.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Rows claimed at once (default 32, at least 1).
+    pub fn batch_size(mut self, rows: u32) -> Self {
+        self.batch = rows.max(1);
+        self
+    }
+
+    /// The pause when nothing is due (default 500 ms).
+    pub fn poll_interval(mut self, poll: Duration) -> Self {
+        self.poll = poll;
+        self
+    }
+
+    /// Attempts and backoff across claims (default [`default_retry`]).
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// The clock for due times, leases and the delivery gate (default: the system clock).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Builds the worker; an invalid or repeated route name, or no route at all, is
+    /// [`OutboxError::Invalid`] for `route`.
+    pub fn build(self) -> Result<Worker, OutboxError> {
+        let mut routes = HashMap::new();
+        for route in self.routes {
+            let route = route?;
+            let name = route.name().to_owned();
+            if routes.insert(name, route).is_some() {
+                return Err(OutboxError::invalid(
+                    "route",
+                    "each route name is given once",
+                ));
+            }
+        }
+        if routes.is_empty() {
+            return Err(OutboxError::invalid(
+                "route",
+                "a worker needs at least one route",
+            ));
+        }
+        let mut route_names: Vec<String> = routes.keys().cloned().collect();
+        route_names.sort();
+        Ok(Worker {
+            store: self.store,
+            routes,
+            route_names,
+            lease: self.lease,
+            batch: self.batch,
+            poll: self.poll,
+            retry: self.retry,
+            clock: self.clock,
+        })
+    }
+}
+
+/// A delivery worker.
+///
+/// Each pass claims up to a batch of due rows of its routes (one short transaction:
+/// claim token, lease, attempt count), then delivers them one at a time: it rebuilds the
+/// row's own context (only the clock is the worker's), and sends through the route's
+/// guard, which runs the gate again and journals; then it completes the row on its
+/// claim token. A stale completion (the lease was taken over) is rejected by the store,
+/// counted, and changes nothing.
+///
+/// Transient failures come back after a full-jitter exponential delay (`Retry-After`
+/// wins); permanent ones, and the last allowed attempt, dead-letter with the error.
+pub struct Worker {
+    store: Arc<dyn OutboxStore>,
+    routes: HashMap<String, Arc<dyn ErasedRoute>>,
+    route_names: Vec<String>,
+    lease: Duration,
+    batch: u32,
+    poll: Duration,
+    retry: RetryPolicy,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for Worker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Worker")
+            .field("store", &self.store)
+            .field("routes", &self.route_names)
+            .field("lease", &self.lease)
+            .field("batch", &self.batch)
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a worker did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerStats {
+    /// Rows claimed.
+    pub claimed: u64,
+    /// Rows delivered.
+    pub delivered: u64,
+    /// Rows the delivery gate suppressed.
+    pub suppressed: u64,
+    /// Rows put back for a later attempt.
+    pub retried: u64,
+    /// Rows dead-lettered.
+    pub dead: u64,
+    /// Completions rejected because the lease had been taken over.
+    pub stale_completions: u64,
+    /// Claimed rows given back unattempted when stopping.
+    pub released: u64,
+    /// Claimed rows left unattempted because the lease ran out before their turn.
+    pub lease_expired: u64,
+    /// Store errors logged and survived.
+    pub store_errors: u64,
+}
+
+impl WorkerStats {
+    fn add(&mut self, other: WorkerStats) {
+        self.claimed += other.claimed;
+        self.delivered += other.delivered;
+        self.suppressed += other.suppressed;
+        self.retried += other.retried;
+        self.dead += other.dead;
+        self.stale_completions += other.stale_completions;
+        self.released += other.released;
+        self.lease_expired += other.lease_expired;
+        self.store_errors += other.store_errors;
+    }
+}
+
+impl Worker {
+    /// Starts a builder over `store`.
+    pub fn builder(store: impl OutboxStore + 'static) -> WorkerBuilder {
+        WorkerBuilder {
+            store: Arc::new(store),
+            routes: Vec::new(),
+            lease: DEFAULT_LEASE,
+            batch: DEFAULT_BATCH,
+            poll: DEFAULT_POLL,
+            retry: default_retry(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn OutboxStore> {
+        &self.store
+    }
+
+    /// Claims one batch and works it through; returns what it did (nothing claimed when
+    /// nothing was due).
+    pub async fn run_once(&self) -> Result<WorkerStats, OutboxError> {
+        self.pass(&AtomicBool::new(false)).await
+    }
+
+    /// Works until nothing is due, then returns.
+    pub async fn drain(&self) -> Result<WorkerStats, OutboxError> {
+        let mut total = WorkerStats::default();
+        loop {
+            let pass = self.run_once().await?;
+            total.add(pass);
+            if pass.claimed == 0 {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Works until `stop` completes: then it claims nothing more, finishes the delivery
+    /// in flight, gives the rest of its batch back, and returns. Store errors are logged
+    /// and counted, and the worker carries on after a pause.
+    pub async fn run_until<F>(&self, stop: F) -> WorkerStats
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let stopped = Arc::new(AtomicBool::new(false));
+        let wake = Arc::new(Notify::new());
+        let watcher = {
+            let (stopped, wake) = (Arc::clone(&stopped), Arc::clone(&wake));
+            tokio::spawn(async move {
+                stop.await;
+                stopped.store(true, Ordering::SeqCst);
+                wake.notify_waiters();
+            })
+        };
+        let mut total = WorkerStats::default();
+        while !stopped.load(Ordering::SeqCst) {
+            let idle = match self.pass(&stopped).await {
+                Ok(pass) => {
+                    total.add(pass);
+                    pass.claimed == 0
+                }
+                Err(error) => {
+                    total.store_errors += 1;
+                    tracing::warn!(
+                        target: "replaysafe::outbox",
+                        "worker pass failed: {}",
+                        crate::route::short_error(&error)
+                    );
+                    true
+                }
+            };
+            if idle && !stopped.load(Ordering::SeqCst) {
+                tokio::select! {
+                    () = tokio::time::sleep(self.poll) => {}
+                    () = wake.notified() => {}
+                }
+            }
+        }
+        watcher.abort();
+        total
+    }
+
+    /// [`Worker::run_until`] SIGINT or SIGTERM (Ctrl-C on other systems).
+    pub async fn run_until_signal(&self) -> Result<WorkerStats, OutboxError> {
+        #[cfg(unix)]
+        let stop = {
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut interrupt = signal(SignalKind::interrupt()).map_err(OutboxError::Signal)?;
+            let mut terminate = signal(SignalKind::terminate()).map_err(OutboxError::Signal)?;
+            async move {
+                tokio::select! {
+                    _ = interrupt.recv() => {}
+                    _ = terminate.recv() => {}
+                }
+            }
+        };
+        #[cfg(not(unix))]
+        let stop = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        Ok(self.run_until(stop).await)
+    }
+
+    async fn pass(&self, stopped: &AtomicBool) -> Result<WorkerStats, OutboxError> {
+        let mut stats = WorkerStats::default();
+        let request = ClaimRequest {
+            routes: self.route_names.clone(),
+            limit: self.batch,
+            lease: self.lease,
+            now: self.clock.now(),
+        };
+        let lease_ends = request
+            .now
+            .checked_add_signed(TimeDelta::from_std(self.lease).unwrap_or(TimeDelta::MAX))
+            .unwrap_or(request.now);
+        let rows = self.store.claim(&request).await?;
+        stats.claimed = rows.len() as u64;
+        for (index, row) in rows.iter().enumerate() {
+            // Let the stop watcher run even when deliveries never wait (an in-process
+            // route on a current-thread runtime), so a stop is seen between two rows.
+            tokio::task::yield_now().await;
+            if stopped.load(Ordering::SeqCst) {
+                let rest = &rows[index..];
+                self.store.release(rest).await?;
+                stats.released += rest.len() as u64;
+                break;
+            }
+            if self.clock.now() >= lease_ends {
+                // The process was held up past its lease (a pause, a frozen VM): the rest
+                // of the batch may already be another worker's. Leave it to them.
+                stats.lease_expired += (rows.len() - index) as u64;
+                break;
+            }
+            self.work(row, &mut stats).await?;
+        }
+        Ok(stats)
+    }
+
+    async fn work(&self, row: &ClaimedRow, stats: &mut WorkerStats) -> Result<(), OutboxError> {
+        let attempt = self.attempt(row).await;
+        let now = self.clock.now();
+        let completion = match attempt {
+            Attempt::Delivered => {
+                stats.delivered += 1;
+                Completion::Delivered {
+                    payload_sha256: row.payload_sha256.clone(),
+                }
+            }
+            Attempt::Suppressed(reasons) => {
+                stats.suppressed += 1;
+                Completion::Suppressed {
+                    reasons: reasons
+                        .iter()
+                        .map(|r| r.as_str())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                }
+            }
+            Attempt::Failed {
+                transient,
+                retry_after,
+                error,
+            } => {
+                if transient && row.attempts < self.retry.max_attempts() {
+                    stats.retried += 1;
+                    let delay = self.retry.delay(row.attempts, retry_after);
+                    let delay = TimeDelta::from_std(delay).unwrap_or(TimeDelta::MAX);
+                    Completion::Retry {
+                        next_attempt_at: now.checked_add_signed(delay).unwrap_or(now),
+                        error,
+                    }
+                } else {
+                    stats.dead += 1;
+                    tracing::warn!(
+                        target: "replaysafe::outbox",
+                        idempotency_key = row.key.as_str(),
+                        route = row.route.as_str(),
+                        attempts = row.attempts,
+                        "dead-lettered: {error}"
+                    );
+                    Completion::Dead { error }
+                }
+            }
+        };
+        if self.store.complete(row, completion, now).await? == CompletionResult::Stale {
+            stats.stale_completions += 1;
+            tracing::warn!(
+                target: "replaysafe::outbox",
+                idempotency_key = row.key.as_str(),
+                "completion rejected: the lease was taken over by another claim"
+            );
+        }
+        Ok(())
+    }
+
+    async fn attempt(&self, row: &ClaimedRow) -> Attempt {
+        let failed = |error: String| Attempt::Failed {
+            transient: false,
+            retry_after: None,
+            error,
+        };
+        let Some(route) = self.routes.get(&row.route) else {
+            return failed(format!("no route named {}", row.route));
+        };
+        let kind = match EffectKind::from_str(&row.effect_kind) {
+            Ok(kind) => kind,
+            Err(error) => return failed(crate::route::short_error(&error)),
+        };
+        let cx = match row
+            .context
+            .to_context(&row.key, &kind, Arc::clone(&self.clock))
+        {
+            Ok(cx) => cx,
+            Err(error) => return failed(crate::route::short_error(&error)),
+        };
+        route.attempt(&cx, &row.key, &row.effect).await
+    }
+}
