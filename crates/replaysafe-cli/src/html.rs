@@ -353,7 +353,7 @@ fn grid(fold: Fold, rows: &[Row], kinds: &[&String]) -> Markup {
                     thead {
                         tr {
                             th scope="col" { (heading) }
-                            @for kind in kinds { th scope="col" data-kind=(kind) { (text(kind)) } }
+                            @for kind in kinds { th scope="col" data-kind=(text(kind)) { (text(kind)) } }
                         }
                     }
                     tbody {
@@ -397,7 +397,7 @@ fn cell(kind: &str, cell: Option<&Cell>) -> Markup {
     let cell = cell.copied().unwrap_or_default();
     html! {
         td class={ "cell " (outcome_class(&cell)) } title=(cell_words(&cell))
-            data-kind=(kind) data-delivered=(cell.delivered) data-opt-in=(cell.opt_in)
+            data-kind=(text(kind)) data-delivered=(cell.delivered) data-opt-in=(cell.opt_in)
             data-suppressed=(cell.suppressed) data-failed=(cell.failed)
             data-in-doubt=(cell.in_doubt) data-unknown=(cell.unknown) {
             @for (count, (class, words)) in counts(&cell).iter().zip(OUTCOMES) {
@@ -673,11 +673,11 @@ mod tests {
 
     #[test]
     fn long_backfills_fold_into_weeks_then_months() {
-        let (fold, rows) = rows(&grid_of(MAX_ROWS as i64));
+        let (fold, rows) = super::rows(&grid_of(MAX_ROWS as i64));
         assert_eq!((fold, rows.len()), (Fold::Window, MAX_ROWS));
 
         // 2026-01-01 is a Thursday: its week starts on 2025-12-29.
-        let (fold, rows) = rows(&grid_of(365));
+        let (fold, rows) = super::rows(&grid_of(365));
         assert_eq!(fold, Fold::Week);
         assert_eq!(rows[0].label, "week of 2025-12-29");
         assert_eq!(rows[0].windows, 4);
@@ -685,7 +685,7 @@ mod tests {
         assert_eq!(rows.iter().map(|r| r.windows).sum::<u64>(), 365);
         assert_eq!(rows[1].cells["email"].suppressed, 14);
 
-        let (fold, rows) = rows(&grid_of(2_000));
+        let (fold, rows) = super::rows(&grid_of(2_000));
         assert_eq!(fold, Fold::Month);
         assert_eq!(rows.len(), 66);
         assert_eq!(rows[0].label, "2026-01");
