@@ -593,6 +593,11 @@ fn report_html_shows_markup_from_every_field_as_text() {
         "{page}"
     );
 
+    insta::assert_snapshot!(
+        "report_html_escaping",
+        page.replace(&dir.path().display().to_string(), "[dir]")
+    );
+
     // A comparison is drawn only on the page; text formats point at `diff`.
     let output = replaysafe()
         .args(["report", "--base"])
