@@ -15,7 +15,8 @@
 //! Then it verifies the data (one row per order, none stale, sums reconcile, one
 //! terminal status per run, the checkpoint) and the effects (delivered only for the
 //! current window and the opted-in kind), writes `target/demo/summary.json`, prints the
-//! `replaysafe report` headlines, and exits non-zero if a check failed.
+//! `replaysafe report` headlines, writes the report page `target/demo/report.html`, and
+//! exits non-zero if a check failed.
 //!
 //! Default mode needs no server: `.eml` files, a local folder for the partner, an
 //! in-process HTTP receiver and an in-process metrics recorder. `--real` delivers to
@@ -228,6 +229,10 @@ async fn run() -> anyhow::Result<bool> {
     for group in &report.groups {
         println!("  {}", group.headline);
     }
+    let page = dir.join("report.html");
+    std::fs::write(&page, replaysafe_cli::html::render(&report, None))
+        .with_context(|| format!("writing {}", page.display()))?;
+    println!("  the page for reviewers: {}", page.display());
     println!("\nwhere to look");
     for (what, place) in &demo.setup.places {
         println!("  {what:<37} {place}");

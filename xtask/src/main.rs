@@ -6,6 +6,7 @@
 //! - `cargo xtask airflow`: replaysafe under a real Airflow 3.3.2 (scheduler, backfill,
 //!   catch-up), installed from PyPI into `target/airflow`.
 //! - `cargo xtask demo`: the example pipeline, live window then backfill.
+//! - `cargo xtask browser`: the demo's report page in headless Chromium: DOM, counts, no request.
 //! - `cargo xtask bench`: benchmarks; writes `target/bench/summary.json`.
 //! - `cargo xtask services [NAME...]`: starts the test servers and prints their
 //!   environment, until interrupted, for running `cargo test` by hand.
@@ -14,6 +15,7 @@
 
 mod airflow;
 mod bench;
+mod browser;
 mod ci;
 mod demo;
 mod services;
@@ -34,6 +36,7 @@ fn main() -> ExitCode {
         "airflow" => airflow::run(rest),
         "demo" => demo::run(rest),
         "bench" => bench::run(rest),
+        "browser" => browser::run(rest),
         "services" => services::run_foreground(rest),
         "help" | "--help" | "-h" => {
             print!("{}", HELP);
@@ -58,6 +61,8 @@ commands:
                      --airflow adds the real-Airflow check below
   airflow            replaysafe under a real Airflow 3.3.2 (scheduler, backfill, catch-up); installs it under target/airflow
   demo [--real]      the example pipeline: the current window delivered, a backfill suppressed
+  browser            the demo's report page in headless Chromium (installed from Debian): DOM and counts
+                     against report --format json, no request leaves the page; screenshot target/demo/report.png
   bench              benchmarks; writes target/bench/summary.json
   services [NAME..]  start test servers on 127.0.0.1, print their environment, wait for Ctrl-C
 ";
