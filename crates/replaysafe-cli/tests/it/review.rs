@@ -144,6 +144,76 @@ fn report_names_effects_in_doubt() {
 }
 
 #[test]
+fn report_lists_failed_effects_and_last_errors_and_fills_the_grid() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = attempts_journal(dir.path());
+    // A decision a newer writer might add, and a delivery an opt-in enabled.
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    let mut newer = record("h-newer", "r2", JournalDecision::Suppressed, 0);
+    newer.effect.kind = "email".into();
+    text.push_str(
+        &(serde_json::to_string(&newer)
+            .unwrap()
+            .replace("\"suppressed\"", "\"queued\"")
+            + "\n"),
+    );
+    let mut opted = record("i-opted", "r2", JournalDecision::Delivered, 1);
+    opted.opt_in = Some(replaysafe_core::journal::RecordOptIn {
+        reason: "resend".into(),
+        approved_by: "jane".into(),
+        expires_at: Utc.with_ymd_and_hms(2026, 8, 7, 0, 0, 0).unwrap(),
+        more: serde_json::Map::new(),
+    });
+    text.push_str(&(serde_json::to_string(&opted).unwrap() + "\n"));
+    std::fs::write(&path, text).unwrap();
+    let built =
+        report::build(std::slice::from_ref(&path), &[], false, &Progress::hidden()).unwrap();
+    let failed: Vec<(&str, u64, Option<&str>)> = built
+        .failed_effects
+        .iter()
+        .map(|e| (e.key.as_str(), e.failed_attempts, e.last_error.as_deref()))
+        .collect();
+    assert_eq!(failed, [("c-failed", 1, Some("503 service unavailable"))]);
+    let last_errors: Vec<(&str, Option<&str>)> = built
+        .in_doubt
+        .iter()
+        .map(|e| (e.key.as_str(), e.last_error.as_deref()))
+        .collect();
+    assert_eq!(
+        last_errors,
+        [
+            ("b-cut-retry", Some("503 service unavailable")),
+            ("e-cut-then-failed", Some("503 service unavailable")),
+            ("g-same-run-retry", Some("503 service unavailable")),
+        ]
+    );
+    let window = (
+        Utc.with_ymd_and_hms(2026, 8, 5, 0, 0, 0).unwrap(),
+        Utc.with_ymd_and_hms(2026, 8, 6, 0, 0, 0).unwrap(),
+    );
+    let cells = &built.grid[&window];
+    assert_eq!(
+        cells["webhook"],
+        report::Cell {
+            delivered: 2,
+            opt_in: 1,
+            suppressed: 2,
+            failed: 1,
+            in_doubt: 3,
+            unknown: 0,
+        }
+    );
+    assert_eq!(cells["email"].unknown, 1);
+    let page = replaysafe_cli::html::render(&built, None);
+    assert!(
+        page.contains(
+            "title=\"3 in doubt, 1 failed, 1 delivered by opt-in, 2 delivered, 2 suppressed\""
+        ),
+        "{page}"
+    );
+}
+
+#[test]
 fn fail_on_exits_one_after_the_report() {
     let dir = tempfile::tempdir().unwrap();
     let attempts = attempts_journal(dir.path());
