@@ -61,6 +61,17 @@ pub struct Row {
     pub cells: BTreeMap<String, Cell>,
 }
 
+impl Row {
+    /// Every kind's counts added up.
+    pub fn total(&self) -> Cell {
+        let mut total = Cell::default();
+        for cell in self.cells.values() {
+            total.add(cell);
+        }
+        total
+    }
+}
+
 /// The grid's rows, in time order: one per window, or folded into weeks or months so
 /// there are at most [`MAX_ROWS`] (unless the months alone are more).
 pub fn rows(grid: &BTreeMap<WindowKey, BTreeMap<String, Cell>>) -> (Fold, Vec<Row>) {
@@ -323,11 +334,6 @@ fn totals_tiles(totals: &Cell) -> Markup {
 
 fn grid(fold: Fold, rows: &[Row], kinds: &[&String]) -> Markup {
     let windows: u64 = rows.iter().map(|row| row.windows).sum();
-    let heading = match fold {
-        Fold::Window => "window",
-        Fold::Week => "week",
-        Fold::Month => "month",
-    };
     html! {
         h2 { "Effects by window and kind" }
         @if rows.is_empty() {
@@ -352,7 +358,7 @@ fn grid(fold: Fold, rows: &[Row], kinds: &[&String]) -> Markup {
                 table.grid data-fold=(fold.as_str()) {
                     thead {
                         tr {
-                            th scope="col" { (heading) }
+                            th scope="col" { (fold.as_str()) }
                             @for kind in kinds { th scope="col" data-kind=(text(kind)) { (text(kind)) } }
                         }
                     }
@@ -416,8 +422,7 @@ fn strip(rows: &[Row]) -> Markup {
             viewBox={ "0 0 " (rows.len()) " 1" } preserveAspectRatio="none" {
             title { "the grid's rows in time order, coloured by their most pressing outcome" }
             @for (index, row) in rows.iter().enumerate() {
-                @let mut all = Cell::default();
-                @for cell in row.cells.values() { ({ all.add(cell); "" }) }
+                @let all = row.total();
                 rect class=(outcome_class(&all)) x=(index) y="0" width="1" height="1" {
                     title { (text(&row.label)) ": " (cell_words(&all)) }
                 }
