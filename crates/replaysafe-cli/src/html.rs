@@ -267,6 +267,7 @@ pub fn render(report: &Report, diff: Option<&Diff>) -> String {
                 (in_doubt(report))
                 (failed(report))
                 @if let Some(diff) = diff { (diff_view(diff)) }
+                (breakdowns(report))
                 (skipped(report))
             }
         }
@@ -635,6 +636,36 @@ fn effects_table(title: &str, class: &str, effects: &[diff::Effect]) -> Markup {
                     }
                 }
             } }
+        }
+    }
+}
+
+/// The `--by` tables (kind and reason unless asked otherwise), as the text formats show them.
+fn breakdowns(report: &Report) -> Markup {
+    html! {
+        @for (breakdown, values) in &report.breakdowns {
+            h2 { "By " (breakdown.heading()) }
+            @if values.is_empty() {
+                p.none-here { "nothing journaled" }
+            } @else {
+                div.wrap { table.breakdown {
+                    thead { tr {
+                        th { (breakdown.heading()) } th { "delivered" } th { "suppressed" }
+                        th { "failed attempts" } th { "attempts begun" }
+                    } }
+                    tbody {
+                        @for (value, counts) in values {
+                            tr {
+                                td { (text(value)) }
+                                td { (counts.delivered) }
+                                td { (counts.suppressed) }
+                                td { (counts.failed) }
+                                td { (counts.attempting) }
+                            }
+                        }
+                    }
+                } }
+            }
         }
     }
 }
