@@ -41,6 +41,7 @@ use anyhow::{Context, bail};
 use chrono::{DurationRound, TimeDelta, Utc};
 use replaysafe::{EffectKind, Journal, JsonlJournal, OptIn, ReplayContext, Window};
 use replaysafe_cli::input::Progress;
+use replaysafe_cli::report::Breakdown;
 
 use crate::orders::{Interrupted, OrdersDb};
 use crate::publish::Landing;
@@ -219,9 +220,10 @@ async fn run() -> anyhow::Result<bool> {
     )?;
     print_summary(&summary, &summary_path);
 
+    // The breakdowns `replaysafe report` shows by default, for the page.
     let report = replaysafe_cli::report::build(
         std::slice::from_ref(&demo.journal_path),
-        &[],
+        &[Breakdown::Kind, Breakdown::Reason],
         false,
         &Progress::hidden(),
     )?;

@@ -23,8 +23,8 @@ use serde_json::Value;
 
 use crate::system::{cargo, ensure_packages, root, target_dir};
 
-/// What a page is rendered at: wide enough for the grid, tall enough for the demo's 91 rows.
-const WINDOW_SIZE: (u32, u32) = (1400, 3600);
+/// What a page is rendered at: wide enough for the grid, tall enough for the whole of the demo's page.
+const WINDOW_SIZE: (u32, u32) = (1400, 4400);
 
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     if !args.is_empty() {
