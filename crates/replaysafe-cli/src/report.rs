@@ -260,11 +260,6 @@ impl Cell {
         self.in_doubt += other.in_doubt;
         self.unknown += other.unknown;
     }
-
-    /// Whether nothing is counted.
-    pub fn is_empty(&self) -> bool {
-        *self == Cell::default()
-    }
 }
 
 /// A data window as the grid keys it: (start, end), equal for an instant.
