@@ -155,7 +155,7 @@ pub struct OptInDelivery {
     /// Expiry.
     pub expires_at: DateTime<Utc>,
     /// Who signed the approval, when the journal says: the opt-in's fields whose name
-    /// speaks of a signature or signer, as `name: value`.
+    /// speaks of a signer (`signer`, `signer_fingerprint`, `signed_by`), as `name: value`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signer: Option<String>,
 }
@@ -165,7 +165,7 @@ fn signer(opt_in: &replaysafe_core::journal::RecordOptIn) -> Option<String> {
     let fields: Vec<String> = opt_in
         .more
         .iter()
-        .filter(|(name, _)| name.contains("sign"))
+        .filter(|(name, _)| name.contains("signer") || name.contains("signed"))
         .map(|(name, value)| match value {
             serde_json::Value::String(text) => format!("{name}: {text}"),
             other => format!("{name}: {other}"),
