@@ -106,19 +106,28 @@ impl AlertmanagerClient {
     }
 }
 
-impl AlertmanagerClientBuilder {
-    /// The timeout of one request (default 10 s).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
+/// The HTTP options every alert client's builder has: `timeout` and `ssrf_policy`, on
+/// the builder's `timeout` and `ssrf` fields.
+macro_rules! http_options {
+    () => {
+        /// The timeout of one request (default 10 s).
+        pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
+            self.timeout = timeout;
+            self
+        }
 
-    /// Replaces the SSRF policy (default: internal addresses refused); allow the
-    /// Alertmanager's host or network here.
-    pub fn ssrf_policy(mut self, policy: SsrfPolicy) -> Self {
-        self.ssrf = policy;
-        self
-    }
+        /// Replaces the SSRF policy (default: internal addresses refused); allow the
+        /// receiver's host or network here when it is internal.
+        pub fn ssrf_policy(mut self, policy: replaysafe_http::SsrfPolicy) -> Self {
+            self.ssrf = policy;
+            self
+        }
+    };
+}
+pub(crate) use http_options;
+
+impl AlertmanagerClientBuilder {
+    http_options!();
 
     /// Checks the configuration and builds the client inside a [`Guard`]: give it the
     /// journal (an `Arc<JsonlJournal>`, say) or a [`GuardLayer`] shared with other guards

@@ -152,17 +152,7 @@ impl SlackClientBuilder {
         self
     }
 
-    /// The timeout of one request (default 10 s).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// Replaces the SSRF policy (default: internal addresses refused).
-    pub fn ssrf_policy(mut self, policy: SsrfPolicy) -> Self {
-        self.ssrf = policy;
-        self
-    }
+    crate::alertmanager::http_options!();
 
     /// Checks the configuration and builds the client inside a [`Guard`]: give it the
     /// journal (an `Arc<JsonlJournal>`, say) or a [`GuardLayer`] shared with other guards

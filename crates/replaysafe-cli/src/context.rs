@@ -72,7 +72,7 @@ pub fn resolve(cx: &ReplayContext) -> Resolved {
                 let decision = cx.decide(kind, "*");
                 KindDecision {
                     kind: kind.to_string(),
-                    decision: if decision.is_delivered() {
+                    decision: if decision.delivers() {
                         "deliver"
                     } else {
                         "suppress"

@@ -119,12 +119,12 @@ pub fn build(request: &Request) -> anyhow::Result<Plan> {
                 .zip(deliver_counts.iter_mut())
                 .map(|(kind, (_, count))| {
                     let decision = cx.decide(kind, "*");
-                    if decision.is_delivered() {
+                    if decision.delivers() {
                         *count += 1;
                     }
                     Cell {
                         kind: kind.to_string(),
-                        deliver: decision.is_delivered(),
+                        deliver: decision.delivers(),
                         reasons: decision
                             .reasons()
                             .iter()

@@ -330,7 +330,7 @@ pub async fn webhook(request: WebhookRequest, journal: Option<&Path>) -> anyhow:
             replaysafe_core::error_chain(&e)
         )
     })?;
-    let webhook = Webhook::json(&request.event_type, &request.data);
+    let webhook = Webhook::json(&request.event_type, request.data.clone());
     let preview = guard.preview(&cx, &webhook).map_err(|e| match &e {
         SendError::Invalid(invalid) => anyhow!(
             "{}: {}",

@@ -235,6 +235,35 @@ impl ReplayContext {
         self.inner.journal_path.as_deref()
     }
 
+    /// Opens the journal at [`ReplayContext::journal_path`] (`REPLAYSAFE_JOURNAL`) for
+    /// appending, durably (every record reaches the operating system before `append`
+    /// returns), to share between the run's guards: pass it, or clones of it, to every
+    /// adapter builder's `build`.
+    ///
+    /// Without a journal path this is [`Error::Missing`] naming `REPLAYSAFE_JOURNAL`; a
+    /// file that cannot be opened is [`Error::Journal`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("journal.jsonl").display().to_string();
+    /// use replaysafe_core::ReplayContext;
+    /// let cx = ReplayContext::from_vars([
+    ///     ("REPLAYSAFE_PIPELINE", "daily_orders"), ("REPLAYSAFE_RUN_ID", "r1"),
+    ///     ("REPLAYSAFE_WINDOW_START", "2026-08-05T00:00:00Z"), ("REPLAYSAFE_WINDOW_END", "2026-08-06T00:00:00Z"),
+    ///     ("REPLAYSAFE_JOURNAL", &path),
+    /// ])?;
+    /// let journal = cx.open_journal()?;
+    /// assert_eq!(journal.path().display().to_string(), path);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open_journal(&self) -> Result<Arc<crate::JsonlJournal>, Error> {
+        let path = self.journal_path().ok_or(Error::Missing {
+            field: crate::env::vars::JOURNAL,
+            hint: "set REPLAYSAFE_JOURNAL to the journal's path (or pass --journal on the command line)",
+        })?;
+        Ok(Arc::new(crate::JsonlJournal::open(path)?))
+    }
+
     /// What disagreed, when the context's sources did; it suppresses every effect.
     pub fn conflict(&self) -> Option<Cow<'_, str>> {
         let future = self.is_window_after_logical_date().then(|| {

@@ -40,6 +40,9 @@ pub enum Error {
         /// What is wrong with it.
         problem: String,
     },
+    /// The journal could not be opened.
+    #[error("opening the journal")]
+    Journal(#[source] crate::journal::JournalError),
     /// The data window read from the environment is inverted (its end is before its start).
     #[error(
         "inverted data window from {source_vars}: end {end} is before start {start}; \
@@ -53,6 +56,12 @@ pub enum Error {
         /// End read.
         end: DateTime<Utc>,
     },
+}
+
+impl From<crate::journal::JournalError> for Error {
+    fn from(source: crate::journal::JournalError) -> Self {
+        Error::Journal(source)
+    }
 }
 
 impl Error {
@@ -69,26 +78,28 @@ impl Error {
     }
 }
 
-/// An error and its causes on one line, joined with `: `, each message once.
+/// An error and its causes on one line, joined with `: `.
 ///
-/// A cause whose message the line already holds is skipped: libraries often repeat their
-/// source's message in their own. This is how replaysafe's command line prints errors;
-/// tests use it to check what a person would read.
+/// replaysafe's errors say what they were doing and leave the cause to `source()`, so
+/// each cause appears once. This is how the command line prints errors and how the
+/// journal records a failed attempt; tests use it to check what a person would read.
 ///
 /// ```
-/// let io = std::io::Error::other("connection refused");
-/// let error = std::io::Error::new(std::io::ErrorKind::Other, io);
-/// assert_eq!(replaysafe_core::error_chain(&error), "connection refused");
+/// #[derive(Debug, thiserror::Error)]
+/// #[error("sending webhook to https://partner.example/hooks")]
+/// struct Sending(#[source] std::io::Error);
+/// let error = Sending(std::io::Error::other("connection refused"));
+/// assert_eq!(
+///     replaysafe_core::error_chain(&error),
+///     "sending webhook to https://partner.example/hooks: connection refused"
+/// );
 /// ```
 pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
-        let message = cause.to_string();
-        if !text.contains(&message) {
-            text.push_str(": ");
-            text.push_str(&message);
-        }
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
         source = cause.source();
     }
     text
@@ -107,13 +118,13 @@ mod tests {
     }
 
     #[test]
-    fn chains_are_joined_and_repeats_skipped() {
+    fn chains_are_joined_each_cause_once() {
         let inner = Layer {
             message: "503 service unavailable",
             source: None,
         };
         let middle = Layer {
-            message: "sending webhook to https://h/p: 503 service unavailable",
+            message: "sending webhook to https://h/p",
             source: Some(Box::new(inner)),
         };
         let outer = Layer {

@@ -76,13 +76,13 @@ pub struct Decision {
 }
 
 impl Decision {
-    /// Whether the effect may be delivered.
-    pub fn is_delivered(&self) -> bool {
+    /// Whether the verdict lets the effect be delivered.
+    pub fn delivers(&self) -> bool {
         self.deliver
     }
 
-    /// Whether the effect is suppressed.
-    pub fn is_suppressed(&self) -> bool {
+    /// Whether the verdict suppresses the effect.
+    pub fn suppresses(&self) -> bool {
         !self.deliver
     }
 

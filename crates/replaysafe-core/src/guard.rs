@@ -267,7 +267,7 @@ impl<C: EffectClient> Guard<C> {
             decision,
         } = self.preview(cx, effect)?;
         let redaction = self.redaction();
-        if decision.is_suppressed() {
+        if decision.suppresses() {
             EffectRecord::new(cx, &description, &key, &decision, redaction)
                 .write(&*self.config.journal, Step::Suppressed)
                 .map_err(|source| SendError::Journal {
@@ -327,7 +327,8 @@ impl<C: EffectClient> Guard<C> {
                     return Ok((receipt, attempt));
                 }
                 Err(error) => {
-                    let message = error.to_string();
+                    // The whole chain: each layer says what it was doing, once.
+                    let message = crate::error_chain(&error);
                     let failed = Step::Failed {
                         attempt,
                         error: &message,

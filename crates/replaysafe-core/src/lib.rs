@@ -117,3 +117,14 @@ pub use record::{EffectRecord, Step};
 pub use retry::RetryPolicy;
 pub use run::{RunId, RunKind};
 pub use window::{Window, Windows};
+
+/// What a pipeline author needs in scope: the traits whose methods an author calls
+/// (`journal.flush()`, `error.is_transient()`) and the names every task uses.
+///
+/// ```
+/// use replaysafe_core::prelude::*;
+/// # fn f(cx: ReplayContext) {}
+/// ```
+pub mod prelude {
+    pub use crate::{Classify, EffectClient, Journal, Outcome, ReplayContext};
+}

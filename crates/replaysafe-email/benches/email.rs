@@ -88,7 +88,14 @@ async fn guarded_chunk(bench: Arc<Bench>, client: Arc<Guard<EmailClient>>, first
             let cx = contexts::live();
             for index in chunk_for(worker, first) {
                 let outcome = client
-                    .send(&cx, &bench.email(index))
+                    .send(
+                        &cx,
+                        &bench
+                            .email(index)
+                            .copies()
+                            .expect("a valid email")
+                            .remove(0),
+                    )
                     .await
                     .expect("guarded delivery");
                 assert!(outcome.is_delivered());
@@ -128,7 +135,14 @@ async fn suppressed_run(bench: &Bench, client: &Guard<EmailClient>) {
     let cx = contexts::backfill();
     for index in 0..SUPPRESSED {
         let outcome = client
-            .send(&cx, &bench.email(index))
+            .send(
+                &cx,
+                &bench
+                    .email(index)
+                    .copies()
+                    .expect("a valid email")
+                    .remove(0),
+            )
             .await
             .expect("suppressed");
         assert!(outcome.is_suppressed());

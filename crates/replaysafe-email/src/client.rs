@@ -17,7 +17,7 @@ use replaysafe_core::{
 };
 use secrecy::{ExposeSecret, SecretString};
 
-use crate::Email;
+use crate::EmailCopy;
 use crate::error::{Error, Invalid};
 
 /// How the SMTP connection is protected.
@@ -54,7 +54,7 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 ///   delivered message in a local folder, for development and demos. It goes through the
 ///   same gate and journal, and writes the same `Message-ID`.
 ///
-/// Build it with [`SmtpBuilder::build`] or [`FolderBuilder::build`]; the
+/// Build it with [`SmtpClientBuilder::build`] or [`FolderClientBuilder::build`]; the
 /// client has no public method that sends.
 ///
 /// The SMTP transport, and its pool, are created on the first delivery, on the tokio
@@ -108,9 +108,9 @@ impl fmt::Debug for EmailClient {
 
 impl EmailClient {
     /// Starts an SMTP client for `host` and `port`; STARTTLS is required unless
-    /// [`SmtpBuilder::tls`] says otherwise.
-    pub fn smtp(host: impl Into<String>, port: u16) -> SmtpBuilder {
-        SmtpBuilder {
+    /// [`SmtpClientBuilder::tls`] says otherwise.
+    pub fn smtp(host: impl Into<String>, port: u16) -> SmtpClientBuilder {
+        SmtpClientBuilder {
             host: host.into(),
             port,
             tls: TlsMode::default(),
@@ -126,8 +126,8 @@ impl EmailClient {
     }
 
     /// Starts a client that writes each delivered message as an `.eml` file into `folder`.
-    pub fn folder(folder: impl Into<PathBuf>) -> FolderBuilder {
-        FolderBuilder {
+    pub fn folder(folder: impl Into<PathBuf>) -> FolderClientBuilder {
+        FolderClientBuilder {
             folder: folder.into(),
         }
     }
@@ -195,7 +195,7 @@ impl EmailReceipt {
 }
 
 /// Configures an SMTP [`EmailClient`]; see [`EmailClient::smtp`].
-pub struct SmtpBuilder {
+pub struct SmtpClientBuilder {
     host: String,
     port: u16,
     tls: TlsMode,
@@ -209,9 +209,9 @@ pub struct SmtpBuilder {
     redaction: Option<RedactionPolicy>,
 }
 
-impl fmt::Debug for SmtpBuilder {
+impl fmt::Debug for SmtpClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SmtpBuilder")
+        f.debug_struct("SmtpClientBuilder")
             .field("host", &self.host)
             .field("port", &self.port)
             .field("tls", &self.tls)
@@ -226,7 +226,7 @@ impl fmt::Debug for SmtpBuilder {
     }
 }
 
-impl SmtpBuilder {
+impl SmtpClientBuilder {
     /// How the connection is protected (default [`TlsMode::StartTls`]).
     pub fn tls(mut self, mode: TlsMode) -> Self {
         self.tls = mode;
@@ -435,11 +435,11 @@ fn is_loopback(host: &str) -> bool {
 
 /// Configures a folder [`EmailClient`]; see [`EmailClient::folder`].
 #[derive(Debug)]
-pub struct FolderBuilder {
+pub struct FolderClientBuilder {
     folder: PathBuf,
 }
 
-impl FolderBuilder {
+impl FolderClientBuilder {
     /// Checks the configuration and builds the client inside a [`Guard`]: give it the
     /// journal (an `Arc<JsonlJournal>`, say) or a [`GuardLayer`] shared with other guards
     /// (`&layer`). The raw client is never handed out.
@@ -492,16 +492,17 @@ impl SmtpBackend {
 
 #[async_trait]
 impl EffectClient for EmailClient {
-    type Effect = Email;
+    type Effect = EmailCopy;
     type Receipt = EmailReceipt;
     type Error = Error;
 
     /// Checks every field of the email (see [`Email`]) and describes one effect: kind
     /// `email`, the email's message type, the recipient (or the sorted recipient set)
     /// as target, the subject as summary, the body digest as payload.
-    fn describe(&self, _cx: &ReplayContext, email: &Email) -> Result<EffectDescription, Error> {
+    fn describe(&self, _cx: &ReplayContext, copy: &EmailCopy) -> Result<EffectDescription, Error> {
+        let email = copy.email();
         let validated = email.validated()?;
-        let target = email.target(&validated)?;
+        let target = copy.target(&validated);
         let description = EffectDescription::new(EffectKind::Email, email.message_type(), target)
             .map_err(|e| Invalid::new("message_type", e.to_string()))?;
         Ok(description
@@ -510,9 +511,13 @@ impl EffectClient for EmailClient {
     }
 
     /// Sends one copy, with `Message-ID: <{key}@{sender domain}>`; makes one attempt.
-    async fn deliver(&self, delivery: &Delivery<'_>, email: &Email) -> Result<EmailReceipt, Error> {
-        let validated = email.validated()?;
-        let message = email.message(&validated, delivery.key())?;
+    async fn deliver(
+        &self,
+        delivery: &Delivery<'_>,
+        copy: &EmailCopy,
+    ) -> Result<EmailReceipt, Error> {
+        let validated = copy.email().validated()?;
+        let message = copy.message(&validated, delivery.key())?;
         let message_id = validated.message_id(delivery.key());
         match &self.backend {
             Backend::Smtp(smtp) => {
@@ -562,7 +567,7 @@ impl EffectClient for EmailClient {
 mod tests {
     use super::*;
 
-    fn config_error(builder: SmtpBuilder) -> String {
+    fn config_error(builder: SmtpClientBuilder) -> String {
         builder.build_unguarded().expect_err("refused").to_string()
     }
 

@@ -1,18 +1,13 @@
-//! The effect: an email, its validation, its journal digest and its lettre message.
+//! The model: an email as an author builds it, and the copies it is sent as.
+//!
+//! Checking lives in `validate.rs`, the journal digest in `digest.rs`, the lettre
+//! message in `message.rs`.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use lettre::message::header::{ContentTransferEncoding, ContentType};
-use lettre::message::{Attachment as LettreAttachment, Body, MultiPart, SinglePart};
-use lettre::{Address, Message};
-use replaysafe_core::{IdempotencyKey, PayloadDigest};
-use sha2::{Digest, Sha256};
-
 use crate::error::{Error, Invalid};
-
-/// Domain separation prefix of the body digest.
-const DIGEST_DOMAIN: &[u8] = b"replaysafe.email.body.v1";
+use crate::validate::{Validated, validate};
 
 /// How many effects one email makes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -32,10 +27,10 @@ pub enum Fanout {
 /// A sender or recipient: `"ana@shop.example"`, `"Ana Lima <ana@shop.example>"`, or
 /// [`Mailbox::named`]. Nothing is checked until the email is described.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Mailbox(MailboxInput);
+pub struct Mailbox(pub(crate) MailboxInput);
 
 #[derive(Clone, PartialEq, Eq)]
-enum MailboxInput {
+pub(crate) enum MailboxInput {
     Text(String),
     Named { name: String, address: String },
 }
@@ -85,9 +80,9 @@ impl fmt::Debug for Mailbox {
 /// A file attached to an email; a CSV summary is the common case.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Attachment {
-    filename: String,
-    content_type: String,
-    content: Vec<u8>,
+    pub(crate) filename: String,
+    pub(crate) content_type: String,
+    pub(crate) content: Vec<u8>,
 }
 
 impl Attachment {
@@ -142,30 +137,48 @@ impl fmt::Debug for Attachment {
 /// cheap (the content is shared), and the validation is done once per email, however
 /// many recipients it has.
 ///
-/// With the default [`Fanout::PerRecipient`], an email to several recipients is several
-/// effects: send it with [`crate::EmailGuardExt::send_email`], or send each of
-/// [`Email::effects`] through the guard. Sending it whole through `Guard::send` is refused
-/// (field `recipients`) unless it has exactly one recipient.
+/// An email is sent as copies: with the default [`Fanout::PerRecipient`], one
+/// [`EmailCopy`] per distinct recipient, each its own effect with its own key; with
+/// [`Fanout::OneMessage`], one copy for the whole recipient set. Send the whole email
+/// with [`crate::EmailGuardExt::send_email`], or each of [`Email::copies`] through
+/// `Guard::send`, whose effect is an [`EmailCopy`]: an email with several recipients
+/// cannot be handed to `Guard::send` by mistake.
 #[derive(Clone)]
 pub struct Email {
     content: Arc<Content>,
-    /// The recipient (index into the validated, deduplicated list) this effect is for.
-    only: Option<usize>,
 }
 
-struct Content {
-    message_type: String,
-    from: Option<Mailbox>,
-    to: Vec<Mailbox>,
-    cc: Vec<Mailbox>,
-    bcc: Vec<Mailbox>,
-    reply_to: Vec<Mailbox>,
-    subject: String,
-    text: String,
-    html: Option<String>,
-    attachments: Vec<Attachment>,
-    fanout: Fanout,
-    validated: OnceLock<Result<Arc<Validated>, Invalid>>,
+/// One copy of an [`Email`], the effect a guarded [`crate::EmailClient`] sends: for one
+/// recipient, or for the whole recipient set of a [`Fanout::OneMessage`] email. Made by
+/// [`Email::copies`].
+#[derive(Clone)]
+pub struct EmailCopy {
+    email: Email,
+    recipients: Recipients,
+}
+
+/// Whom a copy is addressed to in the SMTP envelope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Recipients {
+    /// One recipient: an index into the validated, deduplicated list.
+    One(usize),
+    /// Every recipient, in one message.
+    All,
+}
+
+pub(crate) struct Content {
+    pub(crate) message_type: String,
+    pub(crate) from: Option<Mailbox>,
+    pub(crate) to: Vec<Mailbox>,
+    pub(crate) cc: Vec<Mailbox>,
+    pub(crate) bcc: Vec<Mailbox>,
+    pub(crate) reply_to: Vec<Mailbox>,
+    pub(crate) subject: String,
+    pub(crate) text: String,
+    pub(crate) html: Option<String>,
+    pub(crate) attachments: Vec<Attachment>,
+    pub(crate) fanout: Fanout,
+    pub(crate) validated: OnceLock<Result<Arc<Validated>, Invalid>>,
 }
 
 impl fmt::Debug for Email {
@@ -179,7 +192,6 @@ impl fmt::Debug for Email {
                 "recipients",
                 &(content.to.len() + content.cc.len() + content.bcc.len()),
             )
-            .field("only", &self.only)
             .field("subject", &content.subject)
             .field("text_bytes", &content.text.len())
             .field("html_bytes", &content.html.as_ref().map(String::len))
@@ -240,27 +252,29 @@ impl Email {
         self.content.fanout
     }
 
-    /// Checks the whole email and splits it into its effects: one per distinct
-    /// recipient with [`Fanout::PerRecipient`], one with [`Fanout::OneMessage`].
+    /// Checks the whole email and splits it into the copies it is sent as: one per
+    /// distinct recipient with [`Fanout::PerRecipient`], one with [`Fanout::OneMessage`].
     ///
     /// # Errors
     ///
-    /// The first invalid field, as `describe` would report it; no effect is returned, so
+    /// The first invalid field, as `describe` would report it; no copy is returned, so
     /// nothing of an invalid email is sent.
-    pub fn effects(&self) -> Result<Vec<Email>, Error> {
+    pub fn copies(&self) -> Result<Vec<EmailCopy>, Error> {
         let validated = self.validated()?;
+        let copy = |recipients| EmailCopy {
+            email: self.clone(),
+            recipients,
+        };
         Ok(match self.content.fanout {
-            Fanout::OneMessage => vec![Email {
-                content: Arc::clone(&self.content),
-                only: None,
-            }],
-            Fanout::PerRecipient => (0..validated.recipients.len())
-                .map(|index| Email {
-                    content: Arc::clone(&self.content),
-                    only: Some(index),
-                })
+            Fanout::OneMessage => vec![copy(Recipients::All)],
+            Fanout::PerRecipient => (0..validated.recipients().len())
+                .map(|index| copy(Recipients::One(index)))
                 .collect(),
         })
+    }
+
+    pub(crate) fn content(&self) -> &Content {
+        &self.content
     }
 
     /// The checked content, computed once and shared by every effect of this email.
@@ -270,105 +284,6 @@ impl Email {
             .get_or_init(|| validate(&self.content).map(Arc::new))
             .clone()
             .map_err(Error::from)
-    }
-
-    /// The envelope recipients of this effect, as indexes into the validated list.
-    fn recipient_indexes(&self, validated: &Validated) -> Result<Vec<usize>, Error> {
-        let count = validated.recipients.len();
-        match (self.only, self.content.fanout) {
-            (Some(index), _) => Ok(vec![index]),
-            (None, Fanout::OneMessage) => Ok((0..count).collect()),
-            (None, Fanout::PerRecipient) if count == 1 => Ok(vec![0]),
-            (None, Fanout::PerRecipient) => Err(Invalid::new(
-                "recipients",
-                format!(
-                    "{count} recipients make {count} effects in per-recipient mode: \
-                     send them with EmailGuardExt::send_email or Email::effects, \
-                     or build the email with one_message()"
-                ),
-            )
-            .into()),
-        }
-    }
-
-    /// The effect's target: its recipient, or the sorted, comma-joined recipient set.
-    pub(crate) fn target(&self, validated: &Validated) -> Result<String, Error> {
-        let indexes = self.recipient_indexes(validated)?;
-        let mut addresses: Vec<&str> = indexes
-            .iter()
-            .map(|&index| validated.recipients[index].as_ref())
-            .collect();
-        addresses.sort_unstable();
-        Ok(addresses.join(","))
-    }
-
-    /// The lettre message of this effect, with `Message-ID: <{key}@{sender domain}>`.
-    pub(crate) fn message(
-        &self,
-        validated: &Validated,
-        key: &IdempotencyKey,
-    ) -> Result<Message, Error> {
-        let content = &self.content;
-        let envelope_to = self
-            .recipient_indexes(validated)?
-            .into_iter()
-            .map(|index| validated.recipients[index].clone())
-            .collect();
-        let envelope =
-            lettre::address::Envelope::new(Some(validated.from.email.clone()), envelope_to)
-                .map_err(|e| Invalid::new("recipients", e.to_string()))?;
-
-        let mut builder = Message::builder()
-            .from(validated.from.clone())
-            .subject(content.subject.clone())
-            .message_id(Some(validated.message_id(key)))
-            .envelope(envelope);
-        for mailbox in &validated.to {
-            builder = builder.to(mailbox.clone());
-        }
-        for mailbox in &validated.cc {
-            builder = builder.cc(mailbox.clone());
-        }
-        for mailbox in &validated.bcc {
-            builder = builder.bcc(mailbox.clone());
-        }
-        for mailbox in &validated.reply_to {
-            builder = builder.reply_to(mailbox.clone());
-        }
-
-        let text = SinglePart::plain(content.text.clone());
-        let built = match (&content.html, content.attachments.is_empty()) {
-            (None, true) => builder.singlepart(text),
-            (Some(html), true) => builder.multipart(MultiPart::alternative_plain_html(
-                content.text.clone(),
-                html.clone(),
-            )),
-            (html, false) => {
-                let mut mixed = match html {
-                    Some(html) => MultiPart::mixed().multipart(MultiPart::alternative_plain_html(
-                        content.text.clone(),
-                        html.clone(),
-                    )),
-                    None => MultiPart::mixed().singlepart(text),
-                };
-                for (attachment, content_type) in
-                    content.attachments.iter().zip(&validated.content_types)
-                {
-                    // Base64 always: the receiver gets the exact bytes, line endings included.
-                    let body = Body::new_with_encoding(
-                        attachment.content.clone(),
-                        ContentTransferEncoding::Base64,
-                    )
-                    .map_err(|_| Invalid::new("attachment", "cannot be encoded as base64"))?;
-                    mixed = mixed.singlepart(
-                        LettreAttachment::new(attachment.filename.clone())
-                            .body(body, content_type.clone()),
-                    );
-                }
-                builder.multipart(mixed)
-            }
-        };
-        built.map_err(|e| Invalid::new("message", e.to_string()).into())
     }
 }
 
@@ -443,223 +358,36 @@ impl EmailBuilder {
     pub fn build(self) -> Email {
         Email {
             content: Arc::new(self.content),
-            only: None,
         }
     }
 }
 
-/// An email whose every field was checked.
-pub(crate) struct Validated {
-    from: lettre::message::Mailbox,
-    sender_domain: String,
-    to: Vec<lettre::message::Mailbox>,
-    cc: Vec<lettre::message::Mailbox>,
-    bcc: Vec<lettre::message::Mailbox>,
-    reply_to: Vec<lettre::message::Mailbox>,
-    /// Distinct envelope recipients (domain lowercased), in order of first appearance.
-    recipients: Vec<Address>,
-    content_types: Vec<ContentType>,
-    pub(crate) digest: PayloadDigest,
-}
-
-impl Validated {
-    /// The sender's and every recipient's address, as the SMTP envelope carries them.
-    pub(crate) fn envelope_addresses(&self) -> impl Iterator<Item = &str> {
-        std::iter::once(self.from.email.as_ref()).chain(self.recipients.iter().map(AsRef::as_ref))
+impl EmailCopy {
+    /// The email this is a copy of.
+    pub fn email(&self) -> &Email {
+        &self.email
     }
 
-    /// `<{key}@{sender domain}>`.
-    pub(crate) fn message_id(&self, key: &IdempotencyKey) -> String {
-        format!("<{}@{}>", key.as_str(), self.sender_domain)
+    /// Whom the envelope of this copy addresses.
+    pub(crate) fn recipients(&self) -> Recipients {
+        self.recipients
     }
 }
 
-/// Refuses CR, LF, NUL and other control characters (tab aside) in a header value.
-fn check_header_text(field: &str, value: &str) -> Result<(), Invalid> {
-    if value.contains(['\r', '\n']) {
-        return Err(Invalid::new(field, "contains CR or LF"));
+impl fmt::Debug for EmailCopy {
+    /// No addresses and no body, as for [`Email`].
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EmailCopy")
+            .field("email", &self.email)
+            .field("recipients", &self.recipients)
+            .finish()
     }
-    if value.contains('\0') {
-        return Err(Invalid::new(field, "contains NUL"));
-    }
-    if value.chars().any(|c| c.is_control() && c != '\t') {
-        return Err(Invalid::new(field, "contains a control character"));
-    }
-    Ok(())
-}
-
-/// The longest run of ASCII without a space that a header can carry: lettre folds a
-/// header only at spaces and writes such a run on one line, after `Subject: ` (9 octets),
-/// and RFC 5322 (2.1.1) caps a line at 998 octets. A run holding any other character is
-/// RFC 2047-encoded in pieces, so it folds whatever its length.
-const LONGEST_UNFOLDABLE_RUN: usize = 998 - "Subject: ".len();
-
-/// Refuses a header value that would go out as a line longer than RFC 5322 allows.
-fn check_foldable(field: &str, value: &str) -> Result<(), Invalid> {
-    let longest = value
-        .split(' ')
-        .filter(|run| run.is_ascii())
-        .map(str::len)
-        .max()
-        .unwrap_or(0);
-    if longest > LONGEST_UNFOLDABLE_RUN {
-        return Err(Invalid::new(
-            field,
-            format!(
-                "holds {longest} characters without a space, which cannot be folded into \
-                 header lines of at most 998 octets (RFC 5322); at most \
-                 {LONGEST_UNFOLDABLE_RUN} are allowed"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn parse_mailbox(field: &str, mailbox: &Mailbox) -> Result<lettre::message::Mailbox, Invalid> {
-    match &mailbox.0 {
-        MailboxInput::Text(text) => {
-            // Say whether the forbidden character sits in the display name or the address.
-            if let Some((name, address)) = text.rsplit_once('<') {
-                check_header_text(&format!("{field} display name"), name)?;
-                check_header_text(field, address)?;
-            } else {
-                check_header_text(field, text)?;
-            }
-            let parsed: lettre::message::Mailbox = text.trim().parse().map_err(|_| {
-                Invalid::new(
-                    field,
-                    "not an email address or a mailbox such as \"Name <user@domain>\"",
-                )
-            })?;
-            Ok(normalized(parsed))
-        }
-        MailboxInput::Named { name, address } => {
-            check_header_text(&format!("{field} display name"), name)?;
-            check_header_text(field, address)?;
-            let address: Address = address
-                .trim()
-                .parse()
-                .map_err(|_| Invalid::new(field, "not an email address"))?;
-            let name = Some(name.trim().to_owned()).filter(|name| !name.is_empty());
-            Ok(normalized(lettre::message::Mailbox::new(name, address)))
-        }
-    }
-}
-
-/// Lowercases the domain, which is case-insensitive, so keys do not depend on its case.
-fn normalized(mailbox: lettre::message::Mailbox) -> lettre::message::Mailbox {
-    let domain = mailbox.email.domain().to_ascii_lowercase();
-    if domain == mailbox.email.domain() {
-        return mailbox;
-    }
-    match Address::new(mailbox.email.user(), &domain) {
-        Ok(email) => lettre::message::Mailbox::new(mailbox.name, email),
-        Err(_) => mailbox,
-    }
-}
-
-fn parse_list(
-    field: &str,
-    mailboxes: &[Mailbox],
-) -> Result<Vec<lettre::message::Mailbox>, Invalid> {
-    mailboxes
-        .iter()
-        .enumerate()
-        .map(|(index, mailbox)| parse_mailbox(&format!("{field}[{index}]"), mailbox))
-        .collect()
-}
-
-fn validate(content: &Content) -> Result<Validated, Invalid> {
-    let message_type = content.message_type.as_str();
-    check_header_text("message_type", message_type)?;
-    if message_type.trim().is_empty() {
-        return Err(Invalid::new("message_type", "must not be empty"));
-    }
-
-    let from = match &content.from {
-        Some(mailbox) => parse_mailbox("from", mailbox)?,
-        None => return Err(Invalid::new("from", "missing: every email needs a sender")),
-    };
-    let to = parse_list("to", &content.to)?;
-    let cc = parse_list("cc", &content.cc)?;
-    let bcc = parse_list("bcc", &content.bcc)?;
-    let reply_to = parse_list("reply_to", &content.reply_to)?;
-    check_header_text("subject", &content.subject)?;
-    check_foldable("subject", &content.subject)?;
-
-    let mut content_types = Vec::with_capacity(content.attachments.len());
-    for (index, attachment) in content.attachments.iter().enumerate() {
-        let field = format!("attachment[{index}] filename");
-        check_header_text(&field, &attachment.filename)?;
-        if attachment.filename.trim().is_empty() {
-            return Err(Invalid::new(field, "must not be empty"));
-        }
-        let field = format!("attachment[{index}] content type");
-        check_header_text(&field, &attachment.content_type)?;
-        content_types.push(
-            ContentType::parse(&attachment.content_type)
-                .map_err(|_| Invalid::new(field, "not a MIME type such as text/csv"))?,
-        );
-    }
-
-    let mut recipients: Vec<Address> = Vec::new();
-    for mailbox in to.iter().chain(&cc).chain(&bcc) {
-        if !recipients.contains(&mailbox.email) {
-            recipients.push(mailbox.email.clone());
-        }
-    }
-    if recipients.is_empty() {
-        return Err(Invalid::new("recipients", "no recipient in to, cc or bcc"));
-    }
-
-    Ok(Validated {
-        sender_domain: from.email.domain().to_owned(),
-        from,
-        to,
-        cc,
-        bcc,
-        reply_to,
-        recipients,
-        content_types,
-        digest: body_digest(content),
-    })
-}
-
-/// The journal's payload digest: SHA-256 of `replaysafe.email.body.v1`, then
-/// `t` + netstring(text), then `h` + netstring(html) if any, then for each attachment
-/// `a` + netstring(filename) + netstring(content type) + netstring(content). The size is
-/// the text, HTML and attachment bytes together. Headers (the Date, the MIME boundaries)
-/// are left out, so the same email digests the same on every run.
-fn body_digest(content: &Content) -> PayloadDigest {
-    fn netstring(hasher: &mut Sha256, bytes: &[u8]) {
-        hasher.update(bytes.len().to_string().as_bytes());
-        hasher.update(b":");
-        hasher.update(bytes);
-        hasher.update(b",");
-    }
-    let mut hasher = Sha256::new();
-    hasher.update(DIGEST_DOMAIN);
-    hasher.update(b"t");
-    netstring(&mut hasher, content.text.as_bytes());
-    let mut bytes = content.text.len();
-    if let Some(html) = &content.html {
-        hasher.update(b"h");
-        netstring(&mut hasher, html.as_bytes());
-        bytes += html.len();
-    }
-    for attachment in &content.attachments {
-        hasher.update(b"a");
-        netstring(&mut hasher, attachment.filename.as_bytes());
-        netstring(&mut hasher, attachment.content_type.as_bytes());
-        netstring(&mut hasher, &attachment.content);
-        bytes += attachment.content.len();
-    }
-    PayloadDigest::from_parts(hasher.finalize().into(), bytes as u64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use replaysafe_core::IdempotencyKey;
 
     fn base() -> EmailBuilder {
         Email::builder("daily_summary")
@@ -793,18 +521,17 @@ mod tests {
             .build();
         let validated = email.validated().unwrap();
         let recipients: Vec<String> = validated
-            .recipients
+            .recipients()
             .iter()
             .map(ToString::to_string)
             .collect();
         assert_eq!(recipients, ["ana@shop.example", "bo@partner.example"]);
         assert_eq!(validated.sender_domain, "shop.example");
 
-        let effects = email.effects().unwrap();
-        assert_eq!(effects.len(), 2);
-        assert_eq!(effects[1].target(&validated).unwrap(), "bo@partner.example");
-        let error = email.target(&validated).unwrap_err();
-        assert_eq!(error.field(), Some("recipients"));
+        let copies = email.copies().unwrap();
+        assert_eq!(copies.len(), 2);
+        assert_eq!(copies[0].target(&validated), "ana@shop.example");
+        assert_eq!(copies[1].target(&validated), "bo@partner.example");
 
         let together = base()
             .cc("bo@partner.example")
@@ -812,9 +539,10 @@ mod tests {
             .one_message()
             .build();
         let validated = together.validated().unwrap();
-        assert_eq!(together.effects().unwrap().len(), 1);
+        let copies = together.copies().unwrap();
+        assert_eq!(copies.len(), 1);
         assert_eq!(
-            together.target(&validated).unwrap(),
+            copies[0].target(&validated),
             "ana@shop.example,bo@partner.example,zed@a.example"
         );
     }
@@ -872,7 +600,9 @@ mod tests {
             "ana@shop.example,cy@shop.example",
             &replaysafe_test::contexts::current_window(),
         );
-        let message = email.message(&validated, &key).unwrap();
+        let message = email.copies().unwrap()[0]
+            .message(&validated, &key)
+            .unwrap();
         let formatted = String::from_utf8(message.formatted()).unwrap();
         assert!(
             formatted.contains(&format!("Message-ID: <{}@shop.example>", key.as_str())),

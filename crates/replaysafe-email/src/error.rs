@@ -48,13 +48,13 @@ enum Kind {
         problem: String,
     },
     /// An SMTP exchange failed.
-    #[error("sending email through {server}: {source}")]
+    #[error("sending email through {server}")]
     Smtp { server: String, source: ServerError },
     /// The server did not finish the attempt in time.
     #[error("sending email through {server}: no answer within {after:?}")]
     TimedOut { server: String, after: Duration },
     /// Writing the `.eml` file failed.
-    #[error("writing email to folder {folder}: {source}")]
+    #[error("writing email to folder {folder}")]
     Folder {
         folder: String,
         source: lettre::transport::file::Error,

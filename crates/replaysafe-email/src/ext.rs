@@ -35,7 +35,7 @@ impl EmailGuardExt for Guard<EmailClient> {
         cx: &ReplayContext,
         email: &Email,
     ) -> Result<EmailOutcomes, SendError<Error>> {
-        let effects = email.effects().map_err(SendError::Invalid)?;
+        let effects = email.copies().map_err(SendError::Invalid)?;
         let mut targets = Vec::with_capacity(effects.len());
         for effect in &effects {
             let description = self.preview(cx, effect)?.description;

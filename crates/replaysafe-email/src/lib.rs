@@ -86,8 +86,9 @@
 //!
 //! - [`EmailGuardExt::send_email`] sends every effect of an email, after checking all of
 //!   them, and reports each recipient's outcome.
-//! - `Guard::send` sends one effect: an email with exactly one recipient, one of
-//!   [`Email::effects`], or a [`Fanout::OneMessage`] email.
+//! - `Guard::send` sends one effect, an [`EmailCopy`]: one of [`Email::copies`] (one per
+//!   recipient, or one for a [`Fanout::OneMessage`] email). A whole email cannot be handed
+//!   to it, so an email to several recipients is never sent as one effect by mistake.
 //!
 //! # Configuration
 //!
@@ -104,7 +105,7 @@
 //! # Journal
 //!
 //! Kind `email`, the message type, the target redacted `*@domain` (choose another policy
-//! with [`SmtpBuilder::redaction`], which errors follow too), the subject as summary, and as payload the
+//! with [`SmtpClientBuilder::redaction`], which errors follow too), the subject as summary, and as payload the
 //! SHA-256 and size of the content: the text body, the HTML alternative and the
 //! attachments, framed unambiguously (see `docs/adapters/email.md`). Headers are left
 //! out of the digest: the `Date` and the MIME boundaries change on every rendering.
@@ -120,11 +121,14 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod client;
+mod digest;
 mod email;
 mod error;
 mod ext;
+mod message;
+mod validate;
 
-pub use client::{EmailClient, EmailReceipt, FolderBuilder, SmtpBuilder, TlsMode};
-pub use email::{Attachment, Email, EmailBuilder, Fanout, Mailbox};
+pub use client::{EmailClient, EmailReceipt, FolderClientBuilder, SmtpClientBuilder, TlsMode};
+pub use email::{Attachment, Email, EmailBuilder, EmailCopy, Fanout, Mailbox};
 pub use error::Error;
 pub use ext::{EmailGuardExt, EmailOutcomes};

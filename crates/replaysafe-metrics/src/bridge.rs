@@ -108,7 +108,7 @@ impl<R: Recorder> ReplaySafeRecorder<R> {
     /// Wraps `inner` for the run described by `cx`, journaling to `journal`.
     pub fn new(inner: R, cx: &ReplayContext, journal: impl Journal + 'static) -> Self {
         let decision = cx.decide(&EffectKind::Metric, "");
-        let pass_through = decision.is_delivered() && decision.opt_in().is_none();
+        let pass_through = decision.delivers() && decision.opt_in().is_none();
         ReplaySafeRecorder {
             inner,
             pass_through,
@@ -427,7 +427,7 @@ impl Shared {
             key: key.clone(),
             message_type,
             target,
-            state: state(decision.is_delivered()),
+            state: state(decision.delivers()),
             decision,
             updates: AtomicU64::new(0),
         });
@@ -544,7 +544,7 @@ impl Shared {
                 &target,
                 self.cx.window(),
             );
-            let step = if decision.is_delivered() {
+            let step = if decision.delivers() {
                 Step::Delivered(1)
             } else {
                 Step::Suppressed

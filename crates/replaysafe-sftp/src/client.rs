@@ -14,7 +14,7 @@ use replaysafe_core::{
 use secrecy::SecretString;
 
 use crate::config::Config;
-use crate::effect::{FileDrop, Receipt};
+use crate::effect::{FileDrop, FileDropReceipt};
 use crate::error::Kind;
 use crate::pool::Shared;
 use crate::{Error, name};
@@ -121,7 +121,7 @@ impl SftpClient {
 #[async_trait]
 impl EffectClient for SftpClient {
     type Effect = FileDrop;
-    type Receipt = Receipt;
+    type Receipt = FileDropReceipt;
     type Error = Error;
 
     /// Renders and validates the file name; no I/O.
@@ -145,7 +145,11 @@ impl EffectClient for SftpClient {
     }
 
     /// Uploads on tokio's blocking pool: an async worker never waits on the network.
-    async fn deliver(&self, delivery: &Delivery<'_>, effect: &FileDrop) -> Result<Receipt, Error> {
+    async fn deliver(
+        &self,
+        delivery: &Delivery<'_>,
+        effect: &FileDrop,
+    ) -> Result<FileDropReceipt, Error> {
         let name = name::render(effect.name_template(), delivery.context())?;
         let config = &self.shared.config;
         let job = crate::upload::Job {

@@ -164,7 +164,7 @@ pub(crate) fn digest_file(path: &Path) -> Result<PayloadDigest, Error> {
 /// What a delivered drop did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Receipt {
+pub struct FileDropReceipt {
     /// Whether the file was uploaded now or was already there.
     pub status: DropStatus,
     /// The remote path of the file (the configured directory and the rendered name).
@@ -173,7 +173,7 @@ pub struct Receipt {
     pub bytes: u64,
 }
 
-impl Receipt {
+impl FileDropReceipt {
     /// Whether this drop uploaded the file.
     pub fn is_uploaded(&self) -> bool {
         self.status == DropStatus::Uploaded

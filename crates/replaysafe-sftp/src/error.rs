@@ -109,13 +109,17 @@ impl Error {
         } else {
             Kind::Remote { transient: false }
         };
-        Error::new(kind, context, error.to_string()).with_source(error)
+        Error::new(kind, context, "").with_source(error)
     }
 
     /// Classifies an error of libssh2 (session or SFTP level).
     pub(crate) fn from_ssh(context: impl Into<String>, error: ssh2::Error) -> Self {
         let kind = classify_ssh(error.code());
-        Error::new(kind, context, describe_ssh(&error)).with_source(error)
+        let cause = SshFailure {
+            message: describe_ssh(&error),
+            error,
+        };
+        Error::new(kind, context, "").with_source(cause)
     }
 
     /// Whether trying again later may succeed: see the table on the type.
@@ -253,6 +257,23 @@ fn classify_ssh(code: ssh2::ErrorCode) -> Kind {
 
 /// libssh2's message, lowercase as our messages are, with the code in the form the
 /// protocol documents use.
+/// A libssh2 failure, described in this crate's words (`username/publickey combination
+/// invalid (libssh2 error -18)`); the libssh2 error itself is kept for `Debug`.
+#[derive(Debug)]
+struct SshFailure {
+    message: String,
+    #[allow(dead_code)] // Read through `Debug` only.
+    error: ssh2::Error,
+}
+
+impl fmt::Display for SshFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for SshFailure {}
+
 fn describe_ssh(error: &ssh2::Error) -> String {
     let message = error.message().trim_end_matches('.');
     let mut chars = message.chars();
@@ -292,8 +313,10 @@ mod tests {
             ssh2::Error::new(ssh2::ErrorCode::Session(SOCKET_SEND), "Unable to send"),
         );
         assert!(cut.is_transient() && cut.is_connection());
+        // The message says what was being done; the cause, once, is the source.
+        assert_eq!(cut.to_string(), "uploading");
         assert_eq!(
-            cut.to_string(),
+            replaysafe_core::error_chain(&cut),
             "uploading: unable to send (libssh2 error -7)"
         );
 

@@ -16,7 +16,7 @@
 //!   A failed upload removes its temporary file; when the connection broke, the next
 //!   drop of the same name removes it.
 //! - **Idempotent.** If `NAME` already exists with the same size and SHA-256 (read back
-//!   from the server), the drop succeeds without uploading and its [`Receipt`] says
+//!   from the server), the drop succeeds without uploading and its [`FileDropReceipt`] says
 //!   [`DropStatus::AlreadyPresent`]. A different file under the name is a permanent
 //!   `conflicting file` error, unless [`overwrite`](SftpClientBuilder::overwrite) is set.
 //! - **Safe names.** The name is a template rendered from the run (`{pipeline}`,
@@ -84,5 +84,5 @@ mod session;
 mod upload;
 
 pub use client::{SftpClient, SftpClientBuilder};
-pub use effect::{DropStatus, FileDrop, Receipt};
+pub use effect::{DropStatus, FileDrop, FileDropReceipt};
 pub use error::Error;

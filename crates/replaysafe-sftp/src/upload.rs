@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use ssh2::{OpenFlags, OpenType, RenameFlags};
 
 use crate::Error;
-use crate::effect::{Content, DropStatus, Receipt};
+use crate::effect::{Content, DropStatus, FileDropReceipt};
 use crate::error::{Kind, breaks_session, is_not_found};
 use crate::pool::Shared;
 use crate::session::Connection;
@@ -51,12 +51,12 @@ impl Job {
 impl Shared {
     /// Drops `job`'s file: already there with the same content → `AlreadyPresent`;
     /// a different file there → conflict (or replace, when overwriting); else upload.
-    pub(crate) fn drop_file(&self, job: &Job) -> Result<Receipt, Error> {
+    pub(crate) fn drop_file(&self, job: &Job) -> Result<FileDropReceipt, Error> {
         self.with_session(|connection| self.drop_on(connection, job))
             .map_err(|error| error.while_doing(format_args!("dropping {}", job.target)))
     }
 
-    fn drop_on(&self, connection: &Connection, job: &Job) -> Result<Receipt, Error> {
+    fn drop_on(&self, connection: &Connection, job: &Job) -> Result<FileDropReceipt, Error> {
         self.remove_leftovers(connection, &job.remote_path)?;
         let final_path = Path::new(&job.remote_path);
 
@@ -105,7 +105,7 @@ impl Shared {
                     bytes = job.digest.bytes(),
                     "uploaded and renamed into place"
                 );
-                Ok(Receipt {
+                Ok(FileDropReceipt {
                     status: DropStatus::Uploaded,
                     remote_path: job.remote_path.clone(),
                     bytes: job.digest.bytes(),
@@ -304,13 +304,13 @@ enum Existing {
     Different(String),
 }
 
-fn already_present(job: &Job) -> Receipt {
+fn already_present(job: &Job) -> FileDropReceipt {
     tracing::debug!(
         target: "replaysafe_sftp",
         path = %job.remote_path,
         "the same file is already in place; nothing uploaded"
     );
-    Receipt {
+    FileDropReceipt {
         status: DropStatus::AlreadyPresent,
         remote_path: job.remote_path.clone(),
         bytes: job.digest.bytes(),

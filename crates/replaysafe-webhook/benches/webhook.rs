@@ -51,7 +51,7 @@ async fn guarded_chunk(client: &Guard<WebhookClient>, first: usize) {
     let cx = contexts::live();
     for index in first..first + CHUNK {
         let outcome = client
-            .send(&cx, &Webhook::json("orders.daily_total", &body(index)))
+            .send(&cx, &Webhook::json("orders.daily_total", body(index)))
             .await
             .expect("guarded delivery");
         assert!(outcome.is_delivered());

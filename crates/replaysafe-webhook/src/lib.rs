@@ -12,7 +12,7 @@
 //!   draft-ietf-httpapi-idempotency-key-header). The key names the logical effect
 //!   (pipeline, kind, event type, endpoint, window), so it is the same on every retry and
 //!   every run of that effect, and a receiver can drop a repeat.
-//! - With [signing secrets](WebhookBuilder::signing_secret), the Standard Webhooks headers
+//! - With [signing secrets](WebhookClientBuilder::signing_secret), the Standard Webhooks headers
 //!   `webhook-id: <key>`, `webhook-timestamp` (Unix seconds, system clock) and
 //!   `webhook-signature: v1,<base64> …`, one signature per secret (see [`SigningSecret`]).
 //!
@@ -25,7 +25,7 @@
 //! The journal shows the endpoint as scheme, host and path: never a query string, a
 //! credential or a header value. When the path itself is a secret, choose another
 //! [`TargetRedaction`](replaysafe_core::TargetRedaction) with
-//! [`WebhookBuilder::redaction`]: the journal, log lines, `Debug` and error messages all
+//! [`WebhookClientBuilder::redaction`]: the journal, log lines, `Debug` and error messages all
 //! follow it.
 //!
 //! # Example
@@ -88,5 +88,5 @@ pub use replaysafe_http::{
     AddressClass, InvalidAllowEntry, InvalidNetwork, IpNetwork, Method, SsrfPolicy, SsrfRefusal,
 };
 pub use signing::SigningSecret;
-pub use trigger::{Trigger, TriggerBuilder, TriggerClient, TriggerReceipt};
-pub use webhook::{Receipt, Webhook, WebhookBuilder, WebhookClient};
+pub use trigger::{Trigger, TriggerClient, TriggerClientBuilder, TriggerReceipt};
+pub use webhook::{Webhook, WebhookClient, WebhookClientBuilder, WebhookReceipt};

@@ -37,8 +37,8 @@ use replaysafe_http::Endpoint;
 /// which this client reports as delivered with [`TriggerReceipt::already_triggered`].
 /// Its `manual__` prefix is the one Airflow gives API-triggered runs, which a downstream
 /// replaysafe context reads as a manual run. Authenticate with
-/// [`bearer_token`](TriggerBuilder::bearer_token) (a JWT from Airflow's `/auth/token`) or
-/// [`basic_auth`](TriggerBuilder::basic_auth).
+/// [`bearer_token`](TriggerClientBuilder::bearer_token) (a JWT from Airflow's `/auth/token`) or
+/// [`basic_auth`](TriggerClientBuilder::basic_auth).
 ///
 /// # Generic trigger URL
 ///
@@ -81,8 +81,8 @@ enum PresetKind {
 impl TriggerClient {
     /// Triggers DAG runs on the Airflow 3 API server at `base_url` (such as
     /// `https://airflow.internal:8080`, or with a path prefix when Airflow is served under one).
-    pub fn airflow(base_url: impl Into<String>) -> TriggerBuilder {
-        TriggerBuilder {
+    pub fn airflow(base_url: impl Into<String>) -> TriggerClientBuilder {
+        TriggerClientBuilder {
             preset: PresetKind::Airflow,
             url: base_url.into(),
             options: HttpOptions::default(),
@@ -90,8 +90,8 @@ impl TriggerClient {
     }
 
     /// Triggers by calling `url` (CI systems, schedulers, serverless functions).
-    pub fn url(url: impl Into<String>) -> TriggerBuilder {
-        TriggerBuilder {
+    pub fn url(url: impl Into<String>) -> TriggerClientBuilder {
+        TriggerClientBuilder {
             preset: PresetKind::Url,
             url: url.into(),
             options: HttpOptions::default(),
@@ -100,22 +100,22 @@ impl TriggerClient {
 }
 
 /// Configures a [`TriggerClient`]; the same options as a webhook client.
-pub struct TriggerBuilder {
+pub struct TriggerClientBuilder {
     preset: PresetKind,
     url: String,
     options: HttpOptions,
 }
 
-impl fmt::Debug for TriggerBuilder {
+impl fmt::Debug for TriggerClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TriggerBuilder")
+        f.debug_struct("TriggerClientBuilder")
             .field("preset", &self.preset)
             .field("options", &self.options)
             .finish_non_exhaustive()
     }
 }
 
-impl TriggerBuilder {
+impl TriggerClientBuilder {
     http_options!();
 
     fn build_unguarded(self) -> Result<TriggerClient, Error> {
@@ -199,7 +199,7 @@ impl Trigger {
 #[non_exhaustive]
 pub struct TriggerReceipt {
     /// The receiver's status (2xx, or 409 when Airflow already had the run).
-    pub status: StatusCode,
+    pub status: u16,
     /// The Airflow DAG run id asked for; `None` for a trigger URL.
     pub run_id: Option<String>,
     /// Whether Airflow answered that this run already exists (409): an earlier attempt
@@ -344,7 +344,7 @@ impl EffectClient for TriggerClient {
             .await;
         match result {
             Ok(status) => Ok(TriggerReceipt {
-                status,
+                status: status.as_u16(),
                 run_id: prepared.run_id,
                 already_triggered: false,
             }),
@@ -353,7 +353,7 @@ impl EffectClient for TriggerClient {
                     && error.status() == Some(StatusCode::CONFLICT.as_u16()) =>
             {
                 Ok(TriggerReceipt {
-                    status: StatusCode::CONFLICT,
+                    status: StatusCode::CONFLICT.as_u16(),
                     run_id: prepared.run_id,
                     already_triggered: true,
                 })
@@ -362,7 +362,7 @@ impl EffectClient for TriggerClient {
         }
     }
 
-    /// The policy set with [`TriggerBuilder::redaction`]; by default the full endpoint.
+    /// The policy set with [`TriggerClientBuilder::redaction`]; by default the full endpoint.
     fn redaction(&self) -> replaysafe_core::RedactionPolicy {
         self.transport.redaction()
     }

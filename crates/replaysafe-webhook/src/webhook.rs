@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use replaysafe_core::{
     Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, ReplayContext,
 };
-use reqwest::{Method, StatusCode};
+use reqwest::Method;
 
 use crate::Error;
 use crate::transport::{HttpOptions, Outgoing, SENDING_WEBHOOK, Transport};
@@ -42,40 +42,40 @@ impl fmt::Debug for WebhookClient {
 impl WebhookClient {
     /// Starts configuring a client for `endpoint`, an `http` or `https` URL. Its query
     /// string is sent but never journaled or printed; credentials in it are refused.
-    pub fn builder(endpoint: impl Into<String>) -> WebhookBuilder {
-        WebhookBuilder {
+    pub fn builder(endpoint: impl Into<String>) -> WebhookClientBuilder {
+        WebhookClientBuilder {
             endpoint: endpoint.into(),
             options: HttpOptions::default(),
         }
     }
 
     /// The endpoint without query string or credentials: scheme, host, port and path.
-    /// The journal shows it through the [redaction policy](WebhookBuilder::redaction).
+    /// The journal shows it through the [redaction policy](WebhookClientBuilder::redaction).
     pub fn endpoint(&self) -> &str {
         self.endpoint.target()
     }
 }
 
-/// Configures a [`WebhookClient`]; [`build`](WebhookBuilder::build) checks
+/// Configures a [`WebhookClient`]; [`build`](WebhookClientBuilder::build) checks
 /// everything and returns the guarded client.
 ///
 /// Defaults: `POST`, a 15 s timeout, no redirects followed, no proxy, no signing, and the
 /// default [`SsrfPolicy`](crate::SsrfPolicy) (internal addresses refused).
-pub struct WebhookBuilder {
+pub struct WebhookClientBuilder {
     endpoint: String,
     options: HttpOptions,
 }
 
-impl fmt::Debug for WebhookBuilder {
+impl fmt::Debug for WebhookClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The endpoint is not parsed yet and may hold a secret query: it is not shown.
-        f.debug_struct("WebhookBuilder")
+        f.debug_struct("WebhookClientBuilder")
             .field("options", &self.options)
             .finish_non_exhaustive()
     }
 }
 
-/// Builder methods shared by [`WebhookBuilder`] and [`crate::TriggerBuilder`].
+/// Builder methods shared by [`WebhookClientBuilder`] and [`crate::TriggerClientBuilder`].
 macro_rules! http_options {
     () => {
         /// The HTTP method (default `POST`).
@@ -146,7 +146,7 @@ macro_rules! http_options {
 }
 pub(crate) use http_options;
 
-impl WebhookBuilder {
+impl WebhookClientBuilder {
     http_options!();
 
     fn build_unguarded(self) -> Result<WebhookClient, Error> {
@@ -196,7 +196,7 @@ impl fmt::Debug for Webhook {
 
 impl Webhook {
     /// A JSON webhook; the body is `body` serialized compactly.
-    pub fn json(event_type: impl Into<String>, body: &serde_json::Value) -> Self {
+    pub fn json(event_type: impl Into<String>, body: serde_json::Value) -> Self {
         Webhook {
             event_type: event_type.into(),
             content_type: "application/json".into(),
@@ -221,7 +221,7 @@ impl Webhook {
             "timestamp": replaysafe_core::rfc3339(occurred_at),
             "data": data,
         });
-        Webhook::json(event_type, &body)
+        Webhook::json(event_type, body)
     }
 
     /// A webhook with a body of any content type.
@@ -263,9 +263,9 @@ impl Webhook {
 /// What a delivered webhook returns.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Receipt {
+pub struct WebhookReceipt {
     /// The receiver's 2xx status.
-    pub status: StatusCode,
+    pub status: u16,
 }
 
 /// The event type rules: what a journal line and a signed id can carry safely.
@@ -295,7 +295,7 @@ impl WebhookClient {
 #[async_trait]
 impl EffectClient for WebhookClient {
     type Effect = Webhook;
-    type Receipt = Receipt;
+    type Receipt = WebhookReceipt;
     type Error = Error;
 
     fn describe(&self, _cx: &ReplayContext, webhook: &Webhook) -> Result<EffectDescription, Error> {
@@ -317,7 +317,11 @@ impl EffectClient for WebhookClient {
         )
     }
 
-    async fn deliver(&self, delivery: &Delivery<'_>, webhook: &Webhook) -> Result<Receipt, Error> {
+    async fn deliver(
+        &self,
+        delivery: &Delivery<'_>,
+        webhook: &Webhook,
+    ) -> Result<WebhookReceipt, Error> {
         let own = self.endpoint_for(webhook)?;
         let endpoint = own.as_ref().unwrap_or(&self.endpoint);
         let status = self
@@ -331,10 +335,12 @@ impl EffectClient for WebhookClient {
                 key: delivery.key(),
             })
             .await?;
-        Ok(Receipt { status })
+        Ok(WebhookReceipt {
+            status: status.as_u16(),
+        })
     }
 
-    /// The policy set with [`WebhookBuilder::redaction`]; by default the full endpoint.
+    /// The policy set with [`WebhookClientBuilder::redaction`]; by default the full endpoint.
     fn redaction(&self) -> replaysafe_core::RedactionPolicy {
         self.transport.redaction()
     }

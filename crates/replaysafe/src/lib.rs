@@ -25,6 +25,25 @@
 #[doc(inline)]
 pub use replaysafe_core::*;
 
+/// Secrets (passwords, tokens, signing secrets, routing keys) are wrapped in this type
+/// wherever an adapter takes one, so `Debug` and `Display` never print them.
+pub use secrecy::SecretString;
+
+/// Everything a pipeline author needs in scope: `use replaysafe::prelude::*;`.
+///
+/// The core's prelude ([`replaysafe_core::prelude`]: `ReplayContext`, `Outcome`, the
+/// `Journal`, `Classify` and `EffectClient` traits), [`SecretString`], and with the
+/// `email` feature the `EmailGuardExt` trait (`send_email` for every recipient).
+pub mod prelude {
+    #[doc(no_inline)]
+    pub use crate::SecretString;
+    #[doc(no_inline)]
+    pub use replaysafe_core::prelude::*;
+    #[cfg(feature = "email")]
+    #[doc(no_inline)]
+    pub use replaysafe_email::EmailGuardExt;
+}
+
 /// Test support (feature `testing`).
 #[cfg(feature = "testing")]
 #[doc(inline)]
@@ -83,7 +102,7 @@ pub use replaysafe_email as email;
 pub struct RawClientsAreNotPublic;
 
 /// The README's example, compiled and run as a doctest.
-#[cfg(all(doctest, feature = "testing"))]
+#[cfg(all(doctest, feature = "testing", feature = "webhook", feature = "email"))]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeExample;
 

@@ -93,7 +93,7 @@ fn unknown_airflow_prefix_is_unknown_and_suppresses() {
         let cx = airflow(run_id, &[]).unwrap();
         assert_eq!(cx.run_kind(), RunKind::Unknown, "{run_id}");
         let decision = cx.decide(&EffectKind::Email, "a@b.example");
-        assert!(decision.is_suppressed());
+        assert!(decision.suppresses());
         assert!(decision.reasons().contains(&Reason::UnknownContext));
     }
 }
@@ -163,7 +163,7 @@ fn run_type_and_prefix_disagreeing_suppresses() {
     .unwrap();
     let decision = cx.decide(&EffectKind::Email, "a@b.example");
     assert!(decision.reasons().contains(&Reason::ConflictingContext));
-    assert!(decision.is_suppressed());
+    assert!(decision.suppresses());
 
     let agreed = airflow(
         "manual__2026-08-05T00:00:00+00:00",

@@ -32,7 +32,7 @@ proptest! {
     ) {
         let (window, now) = window_aged(age);
         let decision = context(kind, window, now).decide(&effect, "t");
-        prop_assert!(decision.is_suppressed());
+        prop_assert!(decision.suppresses());
         prop_assert!(decision.reasons().contains(&Reason::ReplayRun));
     }
 
@@ -43,7 +43,7 @@ proptest! {
             .pipeline("p").run_id("r").run_kind(kind).replay_flag(true).window(window)
             .clock(Arc::new(FixedClock::new(now))).build().unwrap();
         let decision = cx.decide(&effect, "t");
-        prop_assert!(decision.is_suppressed());
+        prop_assert!(decision.suppresses());
         prop_assert!(decision.reasons().contains(&Reason::ReplayFlag));
     }
 
@@ -52,7 +52,7 @@ proptest! {
         let (window, now) = window_aged(age);
         let opt_in = OptIn::new("why", "who", now + TimeDelta::days(1)).unwrap().for_kind(effect.clone());
         let decision = context(RunKind::Unknown, window, now).with_opt_in(opt_in).decide(&effect, "t");
-        prop_assert!(decision.is_suppressed());
+        prop_assert!(decision.suppresses());
         prop_assert!(decision.reasons().contains(&Reason::UnknownContext));
         prop_assert!(decision.opt_in().is_none());
     }
@@ -62,7 +62,7 @@ proptest! {
         let max_age = replaysafe_core::RecencyPolicy::default().max_age(&effect).num_minutes();
         let (window, now) = window_aged(max_age + extra);
         let decision = context(kind, window, now).decide(&effect, "t");
-        prop_assert!(decision.is_suppressed());
+        prop_assert!(decision.suppresses());
         prop_assert!(decision.reasons().contains(&Reason::StaleWindow));
     }
 
@@ -75,7 +75,7 @@ proptest! {
         let max_age = replaysafe_core::RecencyPolicy::default().max_age(&effect).num_minutes();
         let (window, now) = window_aged((max_age as f64 * age_fraction) as i64);
         let decision = context(kind, window, now).decide(&effect, "t");
-        prop_assert!(decision.is_delivered());
+        prop_assert!(decision.delivers());
         prop_assert_eq!(decision.reasons(), &[Reason::CurrentWindow]);
     }
 
@@ -99,7 +99,7 @@ proptest! {
 
         let covers = covered == asked && (!restrict || same_target);
         let alive = expires_in_minutes > 0;
-        prop_assert_eq!(decision.is_delivered(), covers && alive);
+        prop_assert_eq!(decision.delivers(), covers && alive);
         prop_assert_eq!(decision.reasons().contains(&Reason::OptIn), covers && alive);
         prop_assert_eq!(decision.reasons().contains(&Reason::OptInExpired), covers && !alive);
         prop_assert_eq!(decision.opt_in().is_some(), covers);
@@ -115,7 +115,7 @@ proptest! {
         let cx = ReplayContext::builder()
             .pipeline("p").run_id("r").run_kind(kind).replay_flag(false).window(window)
             .clock(Arc::new(FixedClock::new(now))).build().unwrap();
-        prop_assert!(cx.decide(&effect, "t").is_suppressed());
+        prop_assert!(cx.decide(&effect, "t").suppresses());
     }
 
     #[test]
@@ -124,7 +124,7 @@ proptest! {
         let opt_in = OptIn::new("why", "who", now + TimeDelta::days(1)).unwrap().for_kind(effect.clone());
         let cx = context(kind, window, now).with_mode(Mode::DryRun).with_opt_in(opt_in);
         let decision = cx.decide(&effect, "t");
-        prop_assert!(decision.is_suppressed());
+        prop_assert!(decision.suppresses());
         prop_assert!(decision.reasons().contains(&Reason::DryRun));
     }
 }
@@ -158,8 +158,8 @@ fn max_age_is_per_kind_and_configurable() {
     // A window that ended 2 hours ago: fresh for email (6 h), stale for alerts (1 h).
     let (window, now) = window_aged(120);
     let cx = context(RunKind::Scheduled, window, now);
-    assert!(cx.decide(&EffectKind::Email, "t").is_delivered());
-    assert!(cx.decide(&EffectKind::Alert, "t").is_suppressed());
+    assert!(cx.decide(&EffectKind::Email, "t").delivers());
+    assert!(cx.decide(&EffectKind::Alert, "t").suppresses());
 
     let strict = cx
         .recency()
@@ -169,7 +169,7 @@ fn max_age_is_per_kind_and_configurable() {
     assert!(
         cx.with_recency(strict)
             .decide(&EffectKind::Email, "t")
-            .is_suppressed()
+            .suppresses()
     );
     assert!(
         cx.recency()

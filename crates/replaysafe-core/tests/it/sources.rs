@@ -60,7 +60,7 @@ fn airflow3_scheduled_run_of_the_latest_tick_delivers_as_an_instant() {
     assert_eq!(cx.window(), &Window::instant(tick()));
     assert_eq!(cx.logical_date(), Some(tick()));
     let decision = email(&cx);
-    assert!(decision.is_delivered(), "{:?}", decision.reasons());
+    assert!(decision.delivers(), "{:?}", decision.reasons());
     assert_eq!(decision.reasons(), [Reason::CurrentWindow]);
 }
 
@@ -73,7 +73,7 @@ fn airflow3_backfill_suppresses_and_resolves() {
     let cx = with_clock(vars, tick()).unwrap();
     assert_eq!(cx.run_kind(), RunKind::Backfill);
     let decision = email(&cx);
-    assert!(decision.is_suppressed());
+    assert!(decision.suppresses());
     assert!(decision.reasons().contains(&Reason::ReplayRun));
 }
 
@@ -86,7 +86,7 @@ fn airflow3_catch_up_run_three_days_late_is_stale() {
     let cx = with_clock(vars, tick()).unwrap();
     assert_eq!(cx.run_kind(), RunKind::Scheduled);
     let decision = email(&cx);
-    assert!(decision.is_suppressed());
+    assert!(decision.suppresses());
     assert_eq!(decision.reasons(), [Reason::StaleWindow]);
 }
 
@@ -169,14 +169,14 @@ fn explicit_scheduled_beside_an_airflow_backfill_conflicts() {
     assert_eq!(cx.run_kind(), RunKind::Backfill);
     assert!(cx.conflict().unwrap().contains("REPLAYSAFE_RUN_KIND"));
     let decision = email(&cx);
-    assert!(decision.is_suppressed());
+    assert!(decision.suppresses());
     assert!(decision.reasons().contains(&Reason::ConflictingContext));
 
     // Not liftable: an opt-in for the kind changes nothing.
     let opt_in = OptIn::new("resend", "jane", now + TimeDelta::days(1))
         .unwrap()
         .for_kind(EffectKind::Email);
-    assert!(email(&cx.with_opt_in(opt_in)).is_suppressed());
+    assert!(email(&cx.with_opt_in(opt_in)).suppresses());
 
     // The other way round conflicts too.
     let cx = resolve_at(
@@ -214,7 +214,7 @@ fn explicit_values_refine_without_conflict() {
     let cx = resolve_at(&vars, now).unwrap();
     assert_eq!(cx.run_kind(), RunKind::Retry);
     assert!(cx.conflict().is_none());
-    assert!(email(&cx).is_delivered());
+    assert!(email(&cx).delivers());
 
     let mut vars = base.to_vec();
     vars[1].1 = "backfill__2026-08-05T12:00:00+00:00";
@@ -275,7 +275,7 @@ fn an_explicit_window_from_the_runs_future_conflicts() {
     assert!(cx.is_window_after_logical_date());
     assert!(cx.conflict().unwrap().contains("logical date"));
     let decision = email(&cx);
-    assert!(decision.is_suppressed());
+    assert!(decision.suppresses());
     assert!(decision.reasons().contains(&Reason::ConflictingContext));
 
     // Within the clock-skew allowance it is fine.
@@ -286,7 +286,7 @@ fn an_explicit_window_from_the_runs_future_conflicts() {
     vars.push(("REPLAYSAFE_WINDOW_START", "2026-12-01T02:14:00Z".into()));
     vars.push(("REPLAYSAFE_WINDOW_END", "2026-12-01T02:15:00Z".into()));
     let cx = with_clock(vars, tick() + TimeDelta::minutes(6)).unwrap();
-    assert!(email(&cx).is_delivered(), "{:?}", email(&cx).reasons());
+    assert!(email(&cx).delivers(), "{:?}", email(&cx).reasons());
 }
 
 #[test]
@@ -299,7 +299,7 @@ fn a_logical_date_after_the_window_neither_conflicts_nor_makes_it_stale() {
     vars.push(("REPLAYSAFE_WINDOW_START", "2026-11-30T00:00:00Z".into()));
     vars.push(("REPLAYSAFE_WINDOW_END", "2026-12-01T00:00:00Z".into()));
     let cx = with_clock(vars, at(2026, 12, 1, 2) + TimeDelta::minutes(3)).unwrap();
-    assert!(email(&cx).is_delivered(), "{:?}", email(&cx).reasons());
+    assert!(email(&cx).delivers(), "{:?}", email(&cx).reasons());
 
     // Legacy CronDataIntervalTimetable with the hook: the logical date is the interval's
     // start, a whole period before the run.
@@ -317,7 +317,7 @@ fn a_logical_date_after_the_window_neither_conflicts_nor_makes_it_stale() {
     ));
     let cx = with_clock(vars.clone(), at(2026, 12, 1, 0) + TimeDelta::minutes(5)).unwrap();
     assert_eq!(cx.window().end(), at(2026, 12, 1, 0));
-    assert!(email(&cx).is_delivered(), "{:?}", email(&cx).reasons());
+    assert!(email(&cx).delivers(), "{:?}", email(&cx).reasons());
 
     // The same run without the hook is the instant of its logical date: a day old, stale.
     vars.retain(|(name, _)| !name.starts_with("AIRFLOW_CTX_DATA_INTERVAL"));
@@ -343,11 +343,11 @@ fn a_window_ending_in_the_future_suppresses_and_no_opt_in_lifts_it() {
     let opt_in = OptIn::new("resend", "jane", now + TimeDelta::days(1))
         .unwrap()
         .for_kind(EffectKind::Email);
-    assert!(email(&cx.with_opt_in(opt_in)).is_suppressed());
+    assert!(email(&cx.with_opt_in(opt_in)).suppresses());
 
     // Up to the clock-skew allowance is not the future; the allowance is configurable.
     let window = Window::new(now - TimeDelta::hours(1), now + TimeDelta::minutes(5)).unwrap();
-    assert!(email(&cx.with_window(window)).is_delivered());
+    assert!(email(&cx.with_window(window)).delivers());
     let strict = cx
         .recency()
         .clone()
@@ -612,7 +612,7 @@ proptest! {
         let Ok(cx) = with_clock(vars.clone(), now()) else {
             return Ok(());
         };
-        let delivered = email(&cx).is_delivered();
+        let delivered = email(&cx).delivers();
         prop_assert_eq!(
             delivered,
             sources.all_agree_on_a_current_run(),

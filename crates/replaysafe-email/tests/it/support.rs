@@ -101,6 +101,13 @@ pub(crate) fn expected_key(message_type: &str, target: &str) -> IdempotencyKey {
 }
 
 /// A typical email from `reports@{domain}` to `to`.
+/// The one copy of an email with one recipient (or one message), as `Guard::send` takes it.
+pub(crate) fn only_copy(email: &Email) -> replaysafe_email::EmailCopy {
+    let mut copies = email.copies().expect("a valid email");
+    assert_eq!(copies.len(), 1, "an email that makes one copy");
+    copies.remove(0)
+}
+
 pub(crate) fn simple_email(domain: &str, to: &[&str]) -> replaysafe_email::EmailBuilder {
     let mut builder = Email::builder("daily_summary")
         .from(format!("Reports <reports@{domain}>"))

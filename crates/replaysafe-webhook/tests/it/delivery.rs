@@ -16,7 +16,7 @@ const ROTATED_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
 fn order_totals() -> Webhook {
     Webhook::json(
         "orders.daily_total",
-        &json!({"orders": 1204, "revenue_eur": 88412.5}),
+        json!({"orders": 1204, "revenue_eur": 88412.5}),
     )
 }
 
@@ -179,7 +179,7 @@ async fn same_logical_effect_from_two_runs_carries_the_same_ids() {
     let other = client
         .send(
             &first_run,
-            &Webhook::json("orders.refunds", &json!({"refunds": 3})),
+            &Webhook::json("orders.refunds", json!({"refunds": 3})),
         )
         .await
         .unwrap();
@@ -236,15 +236,15 @@ async fn invalid_effects_are_refused_before_anything_is_sent() {
         .unwrap();
 
     for (webhook, field) in [
-        (Webhook::json("", &json!({})), "event_type"),
-        (Webhook::json("orders\r\nx", &json!({})), "event_type"),
+        (Webhook::json("", json!({})), "event_type"),
+        (Webhook::json("orders\r\nx", json!({})), "event_type"),
         (Webhook::raw("orders", "text/plain\n", "x"), "content_type"),
         (
-            Webhook::json("orders", &json!({})).to("ftp://files.example/x"),
+            Webhook::json("orders", json!({})).to("ftp://files.example/x"),
             "webhook endpoint",
         ),
         (
-            Webhook::json("orders", &json!({})).to("https://ana:pw@hooks.example/x"),
+            Webhook::json("orders", json!({})).to("https://ana:pw@hooks.example/x"),
             "webhook endpoint",
         ),
     ] {

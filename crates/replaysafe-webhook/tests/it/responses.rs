@@ -5,13 +5,13 @@ use std::time::{Duration, SystemTime};
 
 use replaysafe_core::{Classify, Guard, MemoryJournal, RetryPolicy, SendError};
 use replaysafe_test::contexts;
-use replaysafe_webhook::{Error, Receipt, Webhook, WebhookClient};
+use replaysafe_webhook::{Error, Webhook, WebhookClient, WebhookReceipt};
 use serde_json::json;
 
 use crate::support::{Receiver, Reply, loopback_only, quick_retries, settle, yield_until};
 
 fn order_totals() -> Webhook {
-    Webhook::json("orders.daily_total", &json!({"orders": 1204}))
+    Webhook::json("orders.daily_total", json!({"orders": 1204}))
 }
 
 fn client(receiver: &Receiver, retry: RetryPolicy) -> (Guard<WebhookClient>, Arc<MemoryJournal>) {
@@ -24,7 +24,9 @@ fn client(receiver: &Receiver, retry: RetryPolicy) -> (Guard<WebhookClient>, Arc
     (client, journal)
 }
 
-fn failed(result: Result<replaysafe_core::Outcome<Receipt>, SendError<Error>>) -> (u32, Error) {
+fn failed(
+    result: Result<replaysafe_core::Outcome<WebhookReceipt>, SendError<Error>>,
+) -> (u32, Error) {
     match result {
         Err(SendError::Failed { attempts, source }) => (attempts, source),
         other => panic!("expected a failed delivery, got {other:?}"),

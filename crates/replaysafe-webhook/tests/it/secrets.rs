@@ -62,13 +62,13 @@ async fn canary_secrets_appear_in_no_journal_line_and_no_log_line() {
         .build((Arc::clone(&file), TracingJournal))
         .unwrap();
 
-    let webhook = Webhook::json("orders.daily_total", &json!({"orders": 1}));
+    let webhook = Webhook::json("orders.daily_total", json!({"orders": 1}));
     let delivered = webhooks.send(&contexts::live(), &webhook).await.unwrap();
     assert!(delivered.is_delivered());
     let rejected = webhooks
         .send(
             &contexts::live(),
-            &Webhook::json("orders.refunds", &json!({})),
+            &Webhook::json("orders.refunds", json!({})),
         )
         .await
         .unwrap_err();
@@ -183,11 +183,11 @@ async fn a_secret_path_is_kept_out_of_journal_log_and_errors_when_redacted() {
             .with_retry(quick_retries().with_max_attempts(2));
         assert_eq!(client.redaction().target(), redaction);
 
-        let webhook = Webhook::json("alert", &json!({"text": "hi"}));
+        let webhook = Webhook::json("alert", json!({"text": "hi"}));
         let delivered = client.send(&contexts::live(), &webhook).await.unwrap();
         assert!(delivered.is_delivered());
         let failed = client
-            .send(&contexts::live(), &Webhook::json("alert.again", &json!({})))
+            .send(&contexts::live(), &Webhook::json("alert.again", json!({})))
             .await
             .unwrap_err();
         let refused = client

@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::support::{Receiver, loopback_only};
 
 fn ping() -> Webhook {
-    Webhook::json("ping", &json!({}))
+    Webhook::json("ping", json!({}))
 }
 
 #[tokio::test]

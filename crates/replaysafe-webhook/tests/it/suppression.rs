@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::support::{JournalFile, Receiver, loopback_only};
 
 fn order_totals() -> Webhook {
-    Webhook::json("orders.daily_total", &json!({"orders": 1204}))
+    Webhook::json("orders.daily_total", json!({"orders": 1204}))
 }
 
 /// Sends under `cx` to a live receiver and checks that nothing reached it and that the

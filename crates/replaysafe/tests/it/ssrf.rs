@@ -140,7 +140,7 @@ async fn every_http_adapter_refuses_the_corpus_before_connecting() {
             .build(journal.clone())
             .unwrap();
         let result = webhook
-            .send(&cx, &Webhook::json("ping", &serde_json::json!({})))
+            .send(&cx, &Webhook::json("ping", serde_json::json!({})))
             .await;
         check!("webhook", url, class, listener, result, |e| (
             e.is_ssrf_refused(),
