@@ -22,7 +22,8 @@
 //! Then it verifies the data (one row per order, none stale, sums reconcile, one
 //! terminal status per run, the checkpoint) and the effects (delivered only for the
 //! current window and the opted-in kind), writes `target/demo/summary.json`, prints the
-//! `replaysafe report` headlines, and exits non-zero if a check failed.
+//! `replaysafe report` headlines, writes the report page `target/demo/report.html`, and
+//! exits non-zero if a check failed.
 //!
 //! Default mode needs no server: `.eml` files, a local folder for the partner, an
 //! in-process HTTP receiver and an in-process metrics recorder. `--real` delivers to
@@ -49,6 +50,7 @@ use replaysafe::outbox::sqlite::SqliteOutbox;
 use replaysafe::outbox::{Worker, WorkerStats};
 use replaysafe::{EffectKind, Journal, JsonlJournal, OptIn, ReplayContext, Window};
 use replaysafe_cli::input::Progress;
+use replaysafe_cli::report::Breakdown;
 
 use crate::orders::{Interrupted, OrdersDb};
 use crate::publish::Landing;
@@ -247,9 +249,10 @@ async fn run() -> anyhow::Result<bool> {
     )?;
     print_summary(&summary, &summary_path);
 
+    // The breakdowns `replaysafe report` shows by default, for the page.
     let report = replaysafe_cli::report::build(
         std::slice::from_ref(&demo.journal_path),
-        &[],
+        &[Breakdown::Kind, Breakdown::Reason],
         false,
         &Progress::hidden(),
     )?;
@@ -257,6 +260,10 @@ async fn run() -> anyhow::Result<bool> {
     for group in &report.groups {
         println!("  {}", group.headline);
     }
+    let page = dir.join("report.html");
+    std::fs::write(&page, replaysafe_cli::html::render(&report, None))
+        .with_context(|| format!("writing {}", page.display()))?;
+    println!("  the page for reviewers: {}", page.display());
     println!("\nwhere to look");
     for (what, place) in &demo.setup.places {
         println!("  {what:<37} {place}");

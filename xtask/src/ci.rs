@@ -99,6 +99,7 @@ fn run_phases(phases: &mut Vec<(&'static str, Duration, bool)>) -> anyhow::Resul
     phase(phases, "outbox crash test", || {
         crate::soak::outbox(crate::soak::CI_KILLS, 3)
     })?;
+    phase(phases, "report page in chromium", crate::browser::check)?;
     phase(phases, "stop services", || {
         drop(services.take());
         Ok(())

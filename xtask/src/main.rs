@@ -6,6 +6,7 @@
 //! - `cargo xtask airflow`: replaysafe under a real Airflow 3.3.2 (scheduler, backfill,
 //!   catch-up), installed from PyPI into `target/airflow`.
 //! - `cargo xtask demo`: the example pipeline, live window then backfill.
+//! - `cargo xtask browser`: the demo's report page in headless Chromium: DOM, counts, no request.
 //! - `cargo xtask bench`: benchmarks; writes `target/bench/summary.json`.
 //! - `cargo xtask soak outbox [--kills N]`: the outbox's crash test with real processes;
 //!   merges its figures into `target/bench/summary.json`.
@@ -16,6 +17,7 @@
 
 mod airflow;
 mod bench;
+mod browser;
 mod ci;
 mod demo;
 mod services;
@@ -37,6 +39,7 @@ fn main() -> ExitCode {
         "airflow" => airflow::run(rest),
         "demo" => demo::run(rest),
         "bench" => bench::run(rest),
+        "browser" => browser::run(rest),
         "services" => services::run_foreground(rest),
         "soak" => soak::run(rest),
         "help" | "--help" | "-h" => {
@@ -62,6 +65,8 @@ commands:
                      --airflow adds the real-Airflow check below
   airflow            replaysafe under a real Airflow 3.3.2 (scheduler, backfill, catch-up); installs it under target/airflow
   demo [--real]      the example pipeline: the current window delivered, a backfill suppressed
+  browser            the demo's report page in headless Chromium (installed from Debian): DOM and counts
+                     against report --format json, no request leaves the page; screenshot target/demo/report.png
   bench              benchmarks; writes target/bench/summary.json
   soak outbox [--kills N] [--workers W]
                      the outbox crash test: SIGKILLed workers, 0 lost, 0 duplicates (default 1000 kills)

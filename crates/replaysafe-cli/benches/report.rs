@@ -1,5 +1,6 @@
 //! `replaysafe report` over generated journals: lines per second against a baseline that
-//! only parses the same file with serde_json, and peak memory at 1 M and 5 M lines.
+//! only parses the same file with serde_json, and peak memory at 1 M and 5 M lines; the
+//! HTML page of the 5 M-line journal: wall time and peak memory of the binary.
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
@@ -68,12 +69,18 @@ fn parse_only(path: &Path) -> usize {
     count
 }
 
-fn peak_memory_mib(path: &Path) -> f64 {
+/// Peak memory in MiB and wall time of `replaysafe report --format FORMAT PATH`.
+fn run_report(path: &Path, format: &str) -> (f64, std::time::Duration) {
+    let page = path.with_extension(format);
+    let started = std::time::Instant::now();
     let output = Command::new(env!("CARGO_BIN_EXE_replaysafe"))
-        .args(["report", "--print-peak-memory", "--format", "json"])
+        .args(["report", "--print-peak-memory", "--format", format, "-o"])
+        .arg(&page)
         .arg(path)
         .output()
         .unwrap();
+    let took = started.elapsed();
+    let _ = std::fs::remove_file(&page);
     assert!(
         output.status.success(),
         "{}",
@@ -85,7 +92,11 @@ fn peak_memory_mib(path: &Path) -> f64 {
         .find_map(|line| line.strip_prefix("peak memory: "))
         .and_then(|rest| rest.trim_end_matches(" KiB").parse().ok())
         .expect("peak memory line");
-    kib / 1024.0
+    (kib / 1024.0, took)
+}
+
+fn peak_memory_mib(path: &Path) -> f64 {
+    run_report(path, "json").0
 }
 
 fn main() {
@@ -130,7 +141,24 @@ fn main() {
     std::fs::remove_file(&one_million).unwrap();
     let five_million = dir.join("5m.jsonl");
     generate(&five_million, 5_000_000);
-    let peak_5m = peak_memory_mib(&five_million);
+    let (peak_5m, json_took) = run_report(&five_million, "json");
+    let (html_peak_5m, html_took) = run_report(&five_million, "html");
+    bench.figure(
+        "cli.report.json_seconds_5m_lines",
+        json_took.as_secs_f64(),
+        "s",
+    );
+    bench.figure(
+        "cli.report.html_seconds_5m_lines",
+        html_took.as_secs_f64(),
+        "s",
+    );
+    bench.figure("cli.report.html_peak_memory_5m_lines", html_peak_5m, "MiB");
+    bench.ratio(
+        "cli.report.html_peak_memory_vs_json_5m",
+        html_peak_5m / peak_5m,
+        "peak memory of report --format json over the same 5 M lines",
+    );
     bench.figure("cli.report.peak_memory_1m_lines", peak_1m, "MiB");
     bench.figure("cli.report.peak_memory_5m_lines", peak_5m, "MiB");
     bench.ratio(

@@ -94,11 +94,31 @@ impl Diff {
 }
 
 fn load(
-    path: &Path,
+    paths: &[&Path],
     skip_invalid: bool,
     progress: &Progress,
 ) -> anyhow::Result<BTreeMap<String, Effect>> {
     let mut effects: BTreeMap<String, Lines> = BTreeMap::new();
+    for path in paths {
+        load_into(&mut effects, path, skip_invalid, progress)?;
+    }
+    Ok(effects
+        .into_iter()
+        .filter_map(|(key, lines)| {
+            let decision = lines.decision();
+            let mut effect = lines.effect?;
+            effect.decision = decision.to_owned();
+            Some((key, effect))
+        })
+        .collect())
+}
+
+fn load_into(
+    effects: &mut BTreeMap<String, Lines>,
+    path: &Path,
+    skip_invalid: bool,
+    progress: &Progress,
+) -> anyhow::Result<()> {
     input::for_each_record(path, skip_invalid, progress, |record| {
         let lines = effects
             .entry(record.effect.idempotency_key.clone())
@@ -127,21 +147,23 @@ fn load(
             decision: String::new(),
         });
     })?;
-    Ok(effects
-        .into_iter()
-        .filter_map(|(key, lines)| {
-            let decision = lines.decision();
-            let mut effect = lines.effect?;
-            effect.decision = decision.to_owned();
-            Some((key, effect))
-        })
-        .collect())
+    Ok(())
 }
 
 /// Compares two journals.
 pub fn compare(
     base: &Path,
     new: &Path,
+    skip_invalid: bool,
+    progress: &Progress,
+) -> anyhow::Result<Diff> {
+    compare_journals(&[base], &[new], skip_invalid, progress)
+}
+
+/// Compares the effects of the `base` journals, read as one, with those of the `new` ones.
+pub fn compare_journals(
+    base: &[&Path],
+    new: &[&Path],
     skip_invalid: bool,
     progress: &Progress,
 ) -> anyhow::Result<Diff> {
@@ -293,7 +315,7 @@ pub fn render(diff: &Diff, format: Format) -> String {
 }
 
 /// A decision in words: `in_doubt` reads "in doubt".
-fn decision_text(decision: &str) -> &str {
+pub fn decision_text(decision: &str) -> &str {
     if decision == "in_doubt" {
         "in doubt"
     } else {
@@ -302,7 +324,7 @@ fn decision_text(decision: &str) -> &str {
 }
 
 /// The first `chars` characters of `text` (a key or digest from a journal, which need not be ASCII).
-fn prefix(text: &str, chars: usize) -> &str {
+pub fn prefix(text: &str, chars: usize) -> &str {
     text.char_indices()
         .nth(chars)
         .map_or(text, |(index, _)| &text[..index])

@@ -15,6 +15,7 @@
 pub mod context;
 pub mod diff;
 pub mod duration;
+pub mod html;
 pub mod input;
 pub mod plan;
 pub mod render;

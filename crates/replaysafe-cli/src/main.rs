@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use clap::{CommandFactory, Parser, Subcommand};
-use replaysafe_cli::render::Format;
+use replaysafe_cli::render::{Format, ReportFormat};
 use replaysafe_cli::report::{Breakdown, FailOn};
-use replaysafe_cli::{context, diff, duration, input::Progress, plan, report, send};
+use replaysafe_cli::{context, diff, duration, html, input::Progress, plan, report, send};
 use replaysafe_core::{EffectKind, ReplayContext, RunKind, Window};
 
 /// Replay-safe side effects: report, diff and plan backfills; send through the gate.
@@ -33,15 +33,21 @@ Exit codes:
 enum Command {
     /// Summarise journals for reviewers: what each run or backfill delivered, suppressed and failed, and what is in doubt.
     #[command(
-        after_help = "An effect is in doubt when its delivery began (an attempting line) and no outcome is recorded after it.\n\nExit codes:\n  0  the report was printed (and --fail-on found nothing)\n  1  the report was printed and the journals hold an effect --fail-on names\n  2  bad input or an unreadable journal\n\nExamples:\n  replaysafe report backfill.jsonl\n  replaysafe report --format markdown --by kind --by reason runs/*.jsonl > comment.md\n  replaysafe report --fail-on delivered --fail-on in-doubt backfill.jsonl   # a CI gate"
+        after_help = "An effect is in doubt when its delivery began (an attempting line) and no outcome is recorded after it.\n\nExit codes:\n  0  the report was printed (and --fail-on found nothing)\n  1  the report was printed and the journals hold an effect --fail-on names\n  2  bad input or an unreadable journal\n\nExamples:\n  replaysafe report backfill.jsonl\n  replaysafe report --format markdown --by kind --by reason runs/*.jsonl > comment.md\n  replaysafe report --fail-on delivered --fail-on in-doubt backfill.jsonl   # a CI gate\n  replaysafe report --format html --base original.jsonl -o review.html backfill.jsonl"
     )]
     Report {
         /// Journal files (JSON Lines, schema 1).
         #[arg(required = true)]
         journals: Vec<PathBuf>,
-        /// Output format.
+        /// Output format; html writes one self-contained page.
         #[arg(long, value_enum, default_value_t)]
-        format: Format,
+        format: ReportFormat,
+        /// Write the report to this file instead of standard output.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// With --format html: compare with this journal (the original runs) and show the differences by idempotency key, as `diff` does (repeatable).
+        #[arg(long = "base", value_name = "JOURNAL")]
+        base: Vec<PathBuf>,
         /// Breakdowns to show (repeatable); default: kind and reason.
         #[arg(long = "by", value_enum)]
         by: Vec<Breakdown>,
@@ -251,10 +257,17 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Report {
             journals,
             format,
+            output,
+            base,
             by,
             skip_invalid,
             fail_on,
         } => {
+            if !base.is_empty() && format != ReportFormat::Html {
+                anyhow::bail!(
+                    "--base: only --format html shows a comparison; use `replaysafe diff BASE NEW` for text"
+                );
+            }
             let by = if by.is_empty() {
                 vec![Breakdown::Kind, Breakdown::Reason]
             } else {
@@ -262,7 +275,33 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             let progress = Progress::for_files(&journals);
             let report = report::build(&journals, &by, skip_invalid, &progress)?;
-            print!("{}", report::render(&report, format));
+            let text = match format.text() {
+                Some(format) => report::render(&report, format),
+                None => {
+                    let compared = if base.is_empty() {
+                        None
+                    } else {
+                        let base: Vec<&std::path::Path> =
+                            base.iter().map(PathBuf::as_path).collect();
+                        let new: Vec<&std::path::Path> =
+                            journals.iter().map(PathBuf::as_path).collect();
+                        let progress =
+                            Progress::for_files(&[base.as_slice(), new.as_slice()].concat());
+                        Some(diff::compare_journals(
+                            &base,
+                            &new,
+                            skip_invalid,
+                            &progress,
+                        )?)
+                    };
+                    html::render(&report, compared.as_ref())
+                }
+            };
+            match &output {
+                Some(path) => std::fs::write(path, &text)
+                    .with_context(|| format!("writing the report to {}", path.display()))?,
+                None => print!("{text}"),
+            }
             let failures = report.failures(&fail_on);
             if failures.is_empty() {
                 return Ok(ExitCode::SUCCESS);

@@ -15,6 +15,32 @@ pub enum Format {
     Markdown,
 }
 
+/// How `report` prints: the text formats, or one self-contained HTML page.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// Aligned text tables, for a terminal.
+    #[default]
+    Table,
+    /// JSON, for programs.
+    Json,
+    /// GitHub-flavoured Markdown, for a pull-request comment.
+    Markdown,
+    /// One self-contained HTML page (no script, nothing fetched), for a reviewer's browser.
+    Html,
+}
+
+impl ReportFormat {
+    /// The text format, or `None` for HTML.
+    pub fn text(self) -> Option<Format> {
+        match self {
+            ReportFormat::Table => Some(Format::Table),
+            ReportFormat::Json => Some(Format::Json),
+            ReportFormat::Markdown => Some(Format::Markdown),
+            ReportFormat::Html => None,
+        }
+    }
+}
+
 /// A date when the instant is midnight UTC, otherwise full RFC 3339.
 pub fn time_text(instant: DateTime<Utc>) -> String {
     if instant.num_seconds_from_midnight() == 0 && instant.nanosecond() == 0 {

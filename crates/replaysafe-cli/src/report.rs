@@ -154,6 +154,24 @@ pub struct OptInDelivery {
     pub approved_by: String,
     /// Expiry.
     pub expires_at: DateTime<Utc>,
+    /// Who signed the approval, when the journal says: the opt-in's fields whose name
+    /// speaks of a signer (`signer`, `signer_fingerprint`, `signed_by`), as `name: value`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signer: Option<String>,
+}
+
+/// The fields of a journaled opt-in that name its signer, as `name: value`, if any.
+fn signer(opt_in: &replaysafe_core::journal::RecordOptIn) -> Option<String> {
+    let fields: Vec<String> = opt_in
+        .more
+        .iter()
+        .filter(|(name, _)| name.contains("signer") || name.contains("signed"))
+        .map(|(name, value)| match value {
+            serde_json::Value::String(text) => format!("{name}: {text}"),
+            other => format!("{name}: {other}"),
+        })
+        .collect();
+    (!fields.is_empty()).then(|| fields.join(", "))
 }
 
 /// An effect whose delivery began and whose outcome is not recorded.
@@ -181,7 +199,71 @@ pub struct InDoubt {
     pub began: DateTime<Utc>,
     /// Attempts without an outcome, across runs.
     pub open_attempts: u64,
+    /// The error of the effect's last failed attempt, if one failed before.
+    pub last_error: Option<String>,
 }
+
+/// An effect whose attempts failed, that no line delivered and that is not in doubt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FailedEffect {
+    /// Idempotency key.
+    pub key: String,
+    /// Effect kind.
+    pub kind: String,
+    /// Message type.
+    pub message_type: String,
+    /// Target, as journaled (redacted).
+    pub target: String,
+    /// The run of the last failed attempt.
+    pub run_id: String,
+    /// Window start.
+    pub window_start: DateTime<Utc>,
+    /// Window end (equal to the start for an instant).
+    pub window_end: DateTime<Utc>,
+    /// The last failed attempt.
+    pub attempt: u32,
+    /// Failed attempts, across runs.
+    pub failed_attempts: u64,
+    /// The error of the last failed attempt, as journaled.
+    pub last_error: Option<String>,
+}
+
+/// What happened to the effects of one kind in one window, for the grid of the HTML page.
+///
+/// Lines count as in a group's headline: `delivered` and `opt_in` are delivered lines
+/// (without and with an opt-in), `suppressed` suppressed lines; `failed` and `in_doubt`
+/// count effects, as the failed and in-doubt lists do; `unknown` counts lines of a
+/// decision this version does not know.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Cell {
+    /// Delivered lines without an opt-in.
+    pub delivered: u64,
+    /// Delivered lines an opt-in enabled.
+    pub opt_in: u64,
+    /// Suppressed lines.
+    pub suppressed: u64,
+    /// Effects whose attempts failed, not delivered and not in doubt.
+    pub failed: u64,
+    /// Effects in doubt.
+    pub in_doubt: u64,
+    /// Lines of a decision this version does not know.
+    pub unknown: u64,
+}
+
+impl Cell {
+    /// Adds another cell's counts (to fold windows into weeks or months).
+    pub fn add(&mut self, other: &Cell) {
+        self.delivered += other.delivered;
+        self.opt_in += other.opt_in;
+        self.suppressed += other.suppressed;
+        self.failed += other.failed;
+        self.in_doubt += other.in_doubt;
+        self.unknown += other.unknown;
+    }
+}
+
+/// A data window as the grid keys it: (start, end), equal for an instant.
+pub type WindowKey = (DateTime<Utc>, DateTime<Utc>);
 
 /// The whole report.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -202,6 +284,12 @@ pub struct Report {
     pub breakdowns: BTreeMap<Breakdown, BTreeMap<String, Counts>>,
     /// Deliveries enabled by opt-ins.
     pub opt_in_deliveries: Vec<OptInDelivery>,
+    /// Effects whose attempts failed, that no line delivered and that are not in doubt,
+    /// in the order of their last failed attempt.
+    pub failed_effects: Vec<FailedEffect>,
+    /// Per window (in time order) and effect kind, what happened: the HTML page's grid.
+    #[serde(skip)]
+    pub grid: BTreeMap<WindowKey, BTreeMap<String, Cell>>,
 }
 
 #[derive(Debug, Default)]
@@ -236,7 +324,17 @@ pub struct Builder {
     /// Per idempotency key, its attempts without an outcome, oldest first.
     open: HashMap<String, Vec<OpenAttempt>>,
     opt_in_deliveries: Vec<OptInDelivery>,
+    /// Per idempotency key that failed and was not delivered (yet), its last failure.
+    failing: HashMap<String, Failing>,
+    grid: BTreeMap<WindowKey, BTreeMap<String, Cell>>,
     records: u64,
+}
+
+/// The last failed attempt of an effect not delivered (yet).
+#[derive(Debug)]
+struct Failing {
+    effect: FailedEffect,
+    order: u64,
 }
 
 impl Builder {
@@ -281,6 +379,7 @@ impl Builder {
                     attempt: record.attempt,
                     began: record.ts,
                     open_attempts: 0,
+                    last_error: None,
                 };
                 let attempt = OpenAttempt {
                     effect: in_doubt,
@@ -308,12 +407,35 @@ impl Builder {
                 state.delivered += 1;
                 state.pending_failures.remove(key);
                 self.open.remove(key);
+                self.failing.remove(key);
             }
             JournalDecision::Failed => {
                 state.failed_attempts += 1;
                 if !state.pending_failures.contains(key) {
                     state.pending_failures.insert(key.clone());
                 }
+                let failed_attempts = self
+                    .failing
+                    .get(key)
+                    .map_or(0, |f| f.effect.failed_attempts);
+                self.failing.insert(
+                    key.clone(),
+                    Failing {
+                        effect: FailedEffect {
+                            key: key.clone(),
+                            kind: record.effect.kind.clone(),
+                            message_type: record.effect.message_type.clone(),
+                            target: record.effect.target.clone(),
+                            run_id: record.run_id.clone(),
+                            window_start: record.window.start,
+                            window_end: record.window.end,
+                            attempt: record.attempt,
+                            failed_attempts: failed_attempts + 1,
+                            last_error: record.error.clone(),
+                        },
+                        order: self.records,
+                    },
+                );
                 if let Some(open) = self.open.get_mut(key) {
                     let settled = open.iter().rposition(|open| {
                         open.effect.run_id == record.run_id && open.effect.attempt == record.attempt
@@ -327,6 +449,22 @@ impl Builder {
                 }
             }
             _ => {}
+        }
+
+        if record.decision != JournalDecision::Attempting
+            && record.decision != JournalDecision::Failed
+        {
+            let opt_in = record.opt_in.is_some();
+            let cell = self.cell(
+                (record.window.start, record.window.end),
+                &record.effect.kind,
+            );
+            match record.decision {
+                JournalDecision::Delivered if opt_in => cell.opt_in += 1,
+                JournalDecision::Delivered => cell.delivered += 1,
+                JournalDecision::Suppressed => cell.suppressed += 1,
+                _ => cell.unknown += 1,
+            }
         }
 
         for breakdown in &self.by {
@@ -356,7 +494,9 @@ impl Builder {
         if record.decision == JournalDecision::Delivered
             && let Some(opt_in) = record.opt_in
         {
+            let signer = signer(&opt_in);
             self.opt_in_deliveries.push(OptInDelivery {
+                signer,
                 kind: record.effect.kind,
                 message_type: record.effect.message_type,
                 target: record.effect.target,
@@ -368,12 +508,20 @@ impl Builder {
         }
     }
 
+    /// The grid cell of `window` and `kind`, created empty when new.
+    fn cell(&mut self, window: WindowKey, kind: &str) -> &mut Cell {
+        let kinds = self.grid.entry(window).or_default();
+        if !kinds.contains_key(kind) {
+            kinds.insert(kind.to_owned(), Cell::default());
+        }
+        kinds.get_mut(kind).expect("inserted above")
+    }
+
     /// Finishes the report.
-    pub fn finish(self, journals: Vec<String>, skipped: Skipped) -> Report {
-        let mut groups_state = self.groups;
+    pub fn finish(mut self, journals: Vec<String>, skipped: Skipped) -> Report {
+        let mut groups_state = std::mem::take(&mut self.groups);
         // Each in-doubt effect is listed once, as its latest attempt without an outcome.
-        let mut open: Vec<OpenAttempt> = self
-            .open
+        let mut open: Vec<OpenAttempt> = std::mem::take(&mut self.open)
             .into_values()
             .filter_map(|mut attempts| {
                 let count = attempts.len() as u64;
@@ -392,10 +540,24 @@ impl Builder {
             if let Some(state) = groups_state.get_mut(&attempt.group) {
                 state.in_doubt += 1;
             }
-            in_doubt.push(attempt.effect);
+            let mut effect = attempt.effect;
+            effect.last_error = self
+                .failing
+                .remove(&effect.key)
+                .and_then(|failing| failing.effect.last_error);
+            self.cell((effect.window_start, effect.window_end), &effect.kind)
+                .in_doubt += 1;
+            in_doubt.push(effect);
         }
-        let groups = self
-            .order
+        let mut failing: Vec<Failing> = std::mem::take(&mut self.failing).into_values().collect();
+        failing.sort_by_key(|failing| failing.order);
+        let mut failed_effects = Vec::with_capacity(failing.len());
+        for Failing { effect, .. } in failing {
+            self.cell((effect.window_start, effect.window_end), &effect.kind)
+                .failed += 1;
+            failed_effects.push(effect);
+        }
+        let groups = std::mem::take(&mut self.order)
             .into_iter()
             .map(|key| {
                 let state = groups_state.remove(&key).unwrap_or_default();
@@ -411,6 +573,8 @@ impl Builder {
             groups,
             breakdowns: self.breakdowns,
             opt_in_deliveries: self.opt_in_deliveries,
+            failed_effects,
+            grid: self.grid,
         }
     }
 }
@@ -477,7 +641,19 @@ const KIND_ORDER: [&str; 6] = [
     "alert",
 ];
 
-fn plural(count: u64, one: &str, many: &str) -> String {
+/// Orders effect kinds as the headline lists them: the built-in kinds first, then by name.
+pub fn kind_order(kind: &str) -> (usize, &str) {
+    (
+        KIND_ORDER
+            .iter()
+            .position(|k| *k == kind)
+            .unwrap_or(KIND_ORDER.len()),
+        kind,
+    )
+}
+
+/// `1 window`, `2 windows`.
+pub fn plural(count: u64, one: &str, many: &str) -> String {
     format!("{count} {}", if count == 1 { one } else { many })
 }
 
@@ -487,15 +663,7 @@ fn headline(group: &Group) -> String {
         _ => String::new(),
     };
     let mut kinds: Vec<&String> = group.would_have_sent.keys().collect();
-    kinds.sort_by_key(|kind| {
-        (
-            KIND_ORDER
-                .iter()
-                .position(|k| k == kind)
-                .unwrap_or(KIND_ORDER.len()),
-            *kind,
-        )
-    });
+    kinds.sort_by_key(|kind| kind_order(kind));
     let parts: Vec<String> = kinds
         .into_iter()
         .map(|kind| {

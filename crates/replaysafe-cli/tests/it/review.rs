@@ -144,6 +144,76 @@ fn report_names_effects_in_doubt() {
 }
 
 #[test]
+fn report_lists_failed_effects_and_last_errors_and_fills_the_grid() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = attempts_journal(dir.path());
+    // A decision a newer writer might add, and a delivery an opt-in enabled.
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    let mut newer = record("h-newer", "r2", JournalDecision::Suppressed, 0);
+    newer.effect.kind = "email".into();
+    text.push_str(
+        &(serde_json::to_string(&newer)
+            .unwrap()
+            .replace("\"suppressed\"", "\"queued\"")
+            + "\n"),
+    );
+    let mut opted = record("i-opted", "r2", JournalDecision::Delivered, 1);
+    opted.opt_in = Some(replaysafe_core::journal::RecordOptIn {
+        reason: "resend".into(),
+        approved_by: "jane".into(),
+        expires_at: Utc.with_ymd_and_hms(2026, 8, 7, 0, 0, 0).unwrap(),
+        more: serde_json::Map::new(),
+    });
+    text.push_str(&(serde_json::to_string(&opted).unwrap() + "\n"));
+    std::fs::write(&path, text).unwrap();
+    let built =
+        report::build(std::slice::from_ref(&path), &[], false, &Progress::hidden()).unwrap();
+    let failed: Vec<(&str, u64, Option<&str>)> = built
+        .failed_effects
+        .iter()
+        .map(|e| (e.key.as_str(), e.failed_attempts, e.last_error.as_deref()))
+        .collect();
+    assert_eq!(failed, [("c-failed", 1, Some("503 service unavailable"))]);
+    let last_errors: Vec<(&str, Option<&str>)> = built
+        .in_doubt
+        .iter()
+        .map(|e| (e.key.as_str(), e.last_error.as_deref()))
+        .collect();
+    assert_eq!(
+        last_errors,
+        [
+            ("b-cut-retry", Some("503 service unavailable")),
+            ("e-cut-then-failed", Some("503 service unavailable")),
+            ("g-same-run-retry", Some("503 service unavailable")),
+        ]
+    );
+    let window = (
+        Utc.with_ymd_and_hms(2026, 8, 5, 0, 0, 0).unwrap(),
+        Utc.with_ymd_and_hms(2026, 8, 6, 0, 0, 0).unwrap(),
+    );
+    let cells = &built.grid[&window];
+    assert_eq!(
+        cells["webhook"],
+        report::Cell {
+            delivered: 2,
+            opt_in: 1,
+            suppressed: 2,
+            failed: 1,
+            in_doubt: 3,
+            unknown: 0,
+        }
+    );
+    assert_eq!(cells["email"].unknown, 1);
+    let page = replaysafe_cli::html::render(&built, None);
+    assert!(
+        page.contains(
+            "title=\"3 in doubt, 1 failed, 1 delivered by opt-in, 2 delivered, 2 suppressed\""
+        ),
+        "{page}"
+    );
+}
+
+#[test]
 fn fail_on_exits_one_after_the_report() {
     let dir = tempfile::tempdir().unwrap();
     let attempts = attempts_journal(dir.path());
@@ -462,4 +532,153 @@ fn an_instant_window_reads_as_one_time() {
         built.groups[0].headline
     );
     assert!(report::render(&built, Format::Markdown).contains("| 2026-08-06T01:00:00Z |"));
+}
+
+/// Markup, script, an attribute break-out, a comment, an entity, a terminal escape and a
+/// bidirectional override: all of it must show on the page as text.
+const HTML_EVIL: &str = "</td></tr></table><script>alert(1)</script><img src=x onerror=alert(2)>\" onmouseover=\"alert(3)' &amp; <!-- \u{1b}[31m \u{202e}";
+
+/// The tags `report --format html` writes; any other `<` would be journal text let through.
+const PAGE_TAGS: &[&str] = &[
+    "!DOCTYPE", "html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "code",
+    "ul", "li", "div", "b", "span", "svg", "rect", "table", "thead", "tbody", "tfoot", "tr", "th",
+    "td",
+];
+
+#[test]
+fn report_html_shows_markup_from_every_field_as_text() {
+    use JournalDecision::*;
+    let dir = tempfile::tempdir().unwrap();
+    let evil = |key: &str, decision: JournalDecision, attempt: u32| {
+        let mut record = record(key, HTML_EVIL, decision, attempt);
+        record.effect.kind = HTML_EVIL.to_owned();
+        record.effect.message_type = HTML_EVIL.to_owned();
+        record.effect.target = HTML_EVIL.to_owned();
+        record.effect.idempotency_key = format!("{key}{HTML_EVIL}");
+        record.effect.summary = Some(HTML_EVIL.to_owned());
+        record.backfill_id = Some(HTML_EVIL.to_owned());
+        record.reasons = vec![HTML_EVIL.to_owned()];
+        if decision == Failed {
+            record.error = Some(HTML_EVIL.to_owned());
+        }
+        record
+    };
+    let mut opt_in_delivery = evil("opt-in", Delivered, 1);
+    opt_in_delivery.opt_in = Some(replaysafe_core::journal::RecordOptIn {
+        reason: HTML_EVIL.to_owned(),
+        approved_by: HTML_EVIL.to_owned(),
+        expires_at: Utc.with_ymd_and_hms(2026, 8, 7, 0, 0, 0).unwrap(),
+        more: serde_json::json!({ "signed_by": HTML_EVIL })
+            .as_object()
+            .cloned()
+            .unwrap(),
+    });
+    let mut instant = evil("suppressed", Suppressed, 0);
+    instant.window.end = instant.window.start;
+    let new = dir.path().join("new.jsonl");
+    write(
+        &new,
+        &[
+            evil("in-doubt", Attempting, 1),
+            evil("in-doubt", Failed, 1),
+            evil("in-doubt", Attempting, 2),
+            evil("failed", Attempting, 1),
+            evil("failed", Failed, 1),
+            opt_in_delivery,
+            instant.clone(),
+        ],
+    );
+    let mut base_delivered = instant;
+    base_delivered.decision = Delivered;
+    let base = dir.path().join("base.jsonl");
+    write(
+        &base,
+        &[base_delivered, evil("only-in-base", Suppressed, 0)],
+    );
+    let page_path = dir.path().join("page.html");
+    let output = replaysafe()
+        .args(["report", "--format", "html", "--base"])
+        .arg(&base)
+        .arg("-o")
+        .arg(&page_path)
+        .arg(&new)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.stdout.is_empty(), "-o writes the page to the file");
+    let page = std::fs::read_to_string(&page_path).unwrap();
+
+    for (index, _) in page.match_indices('<') {
+        let rest = page[index + 1..].trim_start_matches('/');
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '!')
+            .collect();
+        assert!(
+            PAGE_TAGS.contains(&name.as_str()),
+            "journal text made a <{name}> tag: {}",
+            &page[index..(index + 80).min(page.len())]
+        );
+    }
+    assert!(
+        !page.contains("\" onmouseover="),
+        "an attribute was broken out of"
+    );
+    assert_printable("report html", &page);
+    let shown = "&lt;/td&gt;&lt;/tr&gt;&lt;/table&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;&quot; onmouseover=&quot;alert(3)' &amp;amp; &lt;!-- \\u{1b}[31m \\u{202e}";
+    // kind (grid heading, cells, tables), target, message type, run, reasons are all shown.
+    for (what, needle) in [
+        (
+            "headline",
+            format!("<li data-group=\"backfill\">backfill {shown}"),
+        ),
+        (
+            "grid column",
+            format!("<th scope=\"col\" data-kind=\"{shown}\">{shown}</th>"),
+        ),
+        (
+            "in-doubt key",
+            format!("<td class=\"key\">in-doubt{shown}</td>"),
+        ),
+        (
+            "failed key",
+            format!("<td class=\"key\">failed{shown}</td>"),
+        ),
+        ("opt-in signer", format!("<td>signed_by: {shown}</td>")),
+    ] {
+        assert!(page.contains(&needle), "{what}: {needle}\n{page}");
+    }
+    // target, message type, reason and approver of the opt-in; last errors of both lists.
+    assert!(
+        page.matches(&format!("<td>{shown}</td>")).count() >= 12,
+        "{page}"
+    );
+    assert!(
+        page.contains("3 only in new, 1 only in base, 0 changed payloads, 1 changed decisions"),
+        "{page}"
+    );
+
+    insta::assert_snapshot!(
+        "report_html_escaping",
+        page.replace(&dir.path().display().to_string(), "[dir]")
+    );
+
+    // A comparison is drawn only on the page; text formats point at `diff`.
+    let output = replaysafe()
+        .args(["report", "--base"])
+        .arg(&base)
+        .arg(&new)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--base: only --format html shows a comparison"),
+        "{stderr}"
+    );
 }

@@ -4,7 +4,7 @@ use chrono::{TimeDelta, TimeZone, Utc};
 use replaysafe_cli::input::Progress;
 use replaysafe_cli::render::Format;
 use replaysafe_cli::report::Breakdown;
-use replaysafe_cli::{diff, plan, report};
+use replaysafe_cli::{diff, html, plan, report};
 use replaysafe_core::{EffectKind, RunKind, Window};
 
 use crate::support::{Fixture, journal};
@@ -46,7 +46,35 @@ fn report_formats() {
                 stable(report::render(&built, format), dir.path())
             );
         }
+        insta::assert_snapshot!(
+            format!("report_{name}_html"),
+            stable(html::render(&built, None), dir.path())
+        );
     }
+}
+
+#[test]
+fn report_html_with_a_base_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = journal(dir.path(), Fixture::OptIn);
+    let new = journal(dir.path(), Fixture::Changed);
+    let built = report::build(
+        std::slice::from_ref(&new),
+        &[Breakdown::Kind],
+        false,
+        &Progress::hidden(),
+    )
+    .unwrap();
+    let found = diff::compare(&base, &new, false, &Progress::hidden()).unwrap();
+    let page = html::render(&built, Some(&found));
+    assert!(
+        page.contains(
+            "1 only in new, 1 only in base, 2 changed payloads, 10 changed decisions (0 now delivered), 9 unchanged"
+        ),
+        "{page}"
+    );
+    assert_eq!(page.matches("<tr class=\"flip\">").count(), 10);
+    insta::assert_snapshot!("report_diff_html", stable(page, dir.path()));
 }
 
 #[test]

@@ -271,6 +271,12 @@ impl JournalEntry<'_> {
                 push_str(out, &opt_in.approved_by);
                 out.extend_from_slice(b",\"expires_at\":");
                 push_time(out, EntryTime::Time(opt_in.expires_at));
+                for (name, value) in &opt_in.more {
+                    out.push(b',');
+                    push_str(out, name);
+                    out.push(b':');
+                    out.extend_from_slice(value.to_string().as_bytes());
+                }
                 out.push(b'}');
             }
         }
@@ -436,6 +442,14 @@ mod tests {
                 reason: text.into(),
                 approved_by: "jane".into(),
                 expires_at: ts + TimeDelta::milliseconds(nanos % 5_000),
+                more: if nanos % 2 == 0 {
+                    serde_json::Map::new()
+                } else {
+                    serde_json::json!({"signer": text, "kinds": ["email"], "n": nanos})
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default()
+                },
             }),
             attempt: (nanos % 7) as u32,
             error: (nanos % 2 == 1).then(|| format!("sending: {text}")),
@@ -466,6 +480,17 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn an_opt_in_keeps_the_fields_a_newer_writer_added() {
+        let mut line = serde_json::to_value(record("x", 3)).unwrap();
+        line["opt_in"]["signer"] = "ci-approver SHA256:ab12".into();
+        let read: JournalRecord = serde_json::from_value(line).unwrap();
+        let opt_in = read.opt_in.as_ref().unwrap();
+        assert_eq!(opt_in.more["signer"], "ci-approver SHA256:ab12");
+        assert_eq!(opt_in.reason, "x");
+        assert!(hand_written(&read).contains(r#""signer":"ci-approver SHA256:ab12""#));
     }
 
     proptest! {

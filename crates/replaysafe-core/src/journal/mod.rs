@@ -221,6 +221,9 @@ pub struct RecordOptIn {
     /// Expiry.
     #[serde(with = "rfc3339")]
     pub expires_at: DateTime<Utc>,
+    /// Fields a newer writer added (a signer, a scope), kept as read so a reader can show them.
+    #[serde(flatten)]
+    pub more: serde_json::Map<String, serde_json::Value>,
 }
 
 impl From<&OptIn> for RecordOptIn {
@@ -229,6 +232,7 @@ impl From<&OptIn> for RecordOptIn {
             reason: opt_in.reason().to_owned(),
             approved_by: opt_in.approved_by().to_owned(),
             expires_at: opt_in.expires_at(),
+            more: serde_json::Map::new(),
         }
     }
 }
