@@ -12,6 +12,18 @@ pub fn parse(text: &str) -> Result<TimeDelta, String> {
     })
 }
 
+/// Parses `KIND=DURATION` (`email=2h`), the value of `--max-age`.
+pub fn parse_kind_age(text: &str) -> Result<(replaysafe_core::EffectKind, TimeDelta), String> {
+    let (kind, age) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not KIND=DURATION, e.g. email=2h"))?;
+    let kind = kind
+        .trim()
+        .parse()
+        .map_err(|e: replaysafe_core::Error| e.to_string())?;
+    Ok((kind, parse(age)?))
+}
+
 /// The shortest whole-unit spelling of `duration`.
 pub fn format(duration: TimeDelta) -> String {
     let seconds = duration.num_seconds();
