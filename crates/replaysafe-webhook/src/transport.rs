@@ -150,18 +150,9 @@ impl Transport {
                 .header("webhook-timestamp", timestamp.to_string())
                 .header("webhook-signature", signature);
         }
-        if let Some(token) = bearer {
-            request = request.header(AUTHORIZATION, bearer_value(token)?);
-        }
-        // Errors show the target exactly as the journal does.
-        let shown = endpoint.shown(self.redaction);
-        let call = Call {
-            action,
-            endpoint,
-            shown: &shown,
-            detail: false,
-        };
-        let response = self.client.send(call, request.body(body)).await?;
+        let response = self
+            .exchange(action, endpoint, request.body(body), bearer)
+            .await?;
         let status = response.status();
         drain(response).await;
         Ok(status)
@@ -185,6 +176,26 @@ impl Transport {
         if let Some(body) = body {
             request = request.header(CONTENT_TYPE, "application/json").body(body);
         }
+        let response = self.exchange(action, endpoint, request, bearer).await?;
+        let shown = endpoint.shown(self.redaction);
+        let body = response
+            .bytes()
+            .await
+            .map_err(|error| Error::unreadable(action, &shown, error.without_url()))?;
+        Ok(body.to_vec())
+    }
+}
+
+impl Transport {
+    /// Adds the bearer token, if any, and makes the request; errors show the target
+    /// exactly as the journal does.
+    async fn exchange(
+        &self,
+        action: &'static str,
+        endpoint: &Endpoint,
+        mut request: reqwest::RequestBuilder,
+        bearer: Option<&SecretString>,
+    ) -> Result<reqwest::Response, Error> {
         if let Some(token) = bearer {
             request = request.header(AUTHORIZATION, bearer_value(token)?);
         }
@@ -195,12 +206,7 @@ impl Transport {
             shown: &shown,
             detail: false,
         };
-        let response = self.client.send(call, request).await?;
-        let body = response
-            .bytes()
-            .await
-            .map_err(|error| Error::unreadable(action, &shown, error.without_url()))?;
-        Ok(body.to_vec())
+        self.client.send(call, request).await
     }
 }
 

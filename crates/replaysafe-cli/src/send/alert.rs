@@ -6,8 +6,8 @@ use replaysafe_alert::{
 };
 
 use super::{
-    Common, Ended, Utf8Text, context_and_journal, flag_for, parse_pair, secret_from_env, send_one,
-    ssrf_policy,
+    AllowHosts, Common, Ended, Utf8Text, context_and_journal, flag_for, parse_pair,
+    secret_from_env, send_one,
 };
 
 /// The flags of `send alert`.
@@ -57,9 +57,9 @@ pub struct AlertArgs {
     /// Send the alert's resolve instead of its trigger (same name and labels).
     #[arg(long)]
     pub resolve: bool,
-    /// Host, IP address or CIDR network the SSRF guard lets through even if internal (repeatable).
-    #[arg(long = "allow-host", value_name = "HOST|CIDR", value_parser = Utf8Text)]
-    pub allow_hosts: Vec<String>,
+    #[command(flatten)]
+    #[allow(missing_docs, reason = "flattened: its fields carry the help")]
+    pub ssrf: AllowHosts,
     #[command(flatten)]
     #[allow(missing_docs, reason = "flattened: its fields carry the help")]
     pub common: Common,
@@ -141,7 +141,7 @@ fn alert(args: &AlertArgs, receiver: &str) -> anyhow::Result<Alert> {
 
 /// `replaysafe send alert`.
 pub async fn send(args: AlertArgs) -> anyhow::Result<Ended> {
-    let ssrf = ssrf_policy(&args.allow_hosts)?;
+    let ssrf = args.ssrf.policy()?;
     let built = |e: replaysafe_alert::Error| {
         anyhow!("{}: {}", flag(&e, &args), replaysafe_core::error_chain(&e))
     };

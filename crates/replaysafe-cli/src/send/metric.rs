@@ -8,8 +8,8 @@ use replaysafe_metrics::{
 };
 
 use super::{
-    Common, Ended, Utf8Text, announce, context_and_journal, finish, flag_for, parse_pair, send_one,
-    ssrf_policy, target_of,
+    AllowHosts, Common, Ended, Utf8Text, announce, context_and_journal, finish, flag_for,
+    parse_pair, send_one, target_of,
 };
 
 /// The flags of `send metric`.
@@ -44,9 +44,9 @@ pub struct MetricArgs {
     /// A metric (repeatable): NAME=VALUE for the Pushgateway; NAME:VALUE|TYPE for StatsD, TYPE one of c, g, ms, h, d.
     #[arg(long = "metric", required = true, value_parser = Utf8Text)]
     pub metrics: Vec<String>,
-    /// Host, IP address or CIDR network the SSRF guard lets through even if internal (repeatable; Pushgateway).
-    #[arg(long = "allow-host", value_name = "HOST|CIDR", value_parser = Utf8Text)]
-    pub allow_hosts: Vec<String>,
+    #[command(flatten)]
+    #[allow(missing_docs, reason = "flattened: its fields carry the help")]
+    pub ssrf: AllowHosts,
     #[command(flatten)]
     #[allow(missing_docs, reason = "flattened: its fields carry the help")]
     pub common: Common,
@@ -155,7 +155,7 @@ pub async fn send(args: MetricArgs) -> anyhow::Result<Ended> {
         for text in &args.metrics {
             push = push.with_sample(sample(text, args.kind)?);
         }
-        let builder = PushgatewayClient::builder(base).ssrf_policy(ssrf_policy(&args.allow_hosts)?);
+        let builder = PushgatewayClient::builder(base).ssrf_policy(args.ssrf.policy()?);
         let (cx, journal) = context_and_journal(&args.common)?;
         let guard = builder
             .build(journal.clone())
@@ -166,7 +166,7 @@ pub async fn send(args: MetricArgs) -> anyhow::Result<Ended> {
     let Some(server) = &args.statsd else {
         bail!("--pushgateway or --statsd is required");
     };
-    if !args.allow_hosts.is_empty() {
+    if !args.ssrf.allow_hosts.is_empty() {
         bail!("--allow-host: StatsD is not sent over HTTP and has no SSRF guard");
     }
     let (host, port) = statsd_server(server)?;

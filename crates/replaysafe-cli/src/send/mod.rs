@@ -132,6 +132,21 @@ fn secret_from_env(flag: &str, variable: &str) -> anyhow::Result<SecretString> {
     env_text(flag, variable).map(SecretString::from)
 }
 
+/// `--allow-host`, for the subcommands that send over HTTP.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct AllowHosts {
+    /// Host, IP address or CIDR network (127.0.0.0/8, ::1/128) the SSRF guard lets through even if internal (repeatable).
+    #[arg(long = "allow-host", value_name = "HOST|CIDR", value_parser = Utf8Text)]
+    pub allow_hosts: Vec<String>,
+}
+
+impl AllowHosts {
+    /// The SSRF policy with these entries let through.
+    fn policy(&self) -> anyhow::Result<SsrfPolicy> {
+        ssrf_policy(&self.allow_hosts)
+    }
+}
+
 /// The SSRF policy with every `--allow-host` entry (host, IP address or CIDR) let through.
 fn ssrf_policy(allow_hosts: &[String]) -> anyhow::Result<SsrfPolicy> {
     let mut policy = SsrfPolicy::default();

@@ -4,8 +4,8 @@ use anyhow::{anyhow, bail};
 use replaysafe_webhook::{Trigger, TriggerClient};
 
 use super::{
-    Common, Ended, Redact, Utf8Text, context_and_journal, flag_for, json_value, secret_from_env,
-    send_one, ssrf_policy,
+    AllowHosts, Common, Ended, Redact, Utf8Text, context_and_journal, flag_for, json_value,
+    secret_from_env, send_one,
 };
 
 /// The flags of `send trigger`.
@@ -39,9 +39,9 @@ pub struct TriggerArgs {
     /// Environment variable holding a bearer token (instead of --user and --password-env).
     #[arg(long, value_name = "VARIABLE", value_parser = Utf8Text, conflicts_with = "user")]
     pub token_env: Option<String>,
-    /// Host, IP address or CIDR network the SSRF guard lets through even if internal (repeatable).
-    #[arg(long = "allow-host", value_name = "HOST|CIDR", value_parser = Utf8Text)]
-    pub allow_hosts: Vec<String>,
+    #[command(flatten)]
+    #[allow(missing_docs, reason = "flattened: its fields carry the help")]
+    pub ssrf: AllowHosts,
     /// How the endpoint appears on stderr and in the journal: full, origin or hashed.
     #[arg(long, value_enum, default_value = "full")]
     pub redact: Redact,
@@ -92,7 +92,7 @@ pub async fn send(args: TriggerArgs) -> anyhow::Result<Ended> {
         None => trigger,
     };
     builder = builder
-        .ssrf_policy(ssrf_policy(&args.allow_hosts)?)
+        .ssrf_policy(args.ssrf.policy()?)
         .redaction(args.redact.policy());
     match (&args.token_env, &args.user, &args.password_env) {
         (Some(variable), None, None) => {
