@@ -39,7 +39,7 @@ pub struct AlertArgs {
     /// Alert name ([a-zA-Z0-9_.-]): the message type, shared by a trigger and its resolve. Required for Alertmanager and PagerDuty; for Slack the default is notification.
     #[arg(long, value_parser = Utf8Text)]
     pub alertname: Option<String>,
-    /// What is wrong, one line (Alertmanager and PagerDuty).
+    /// What is wrong, one line: required for PagerDuty; for Alertmanager the default is the alert name.
     #[arg(long, value_parser = Utf8Text)]
     pub summary: Option<String>,
     /// The Slack message's text.
@@ -119,10 +119,11 @@ fn alert(args: &AlertArgs, receiver: &str) -> anyhow::Result<Alert> {
         .alertname
         .as_deref()
         .ok_or_else(|| anyhow!("--alertname is required with {receiver}"))?;
-    let summary = args
-        .summary
-        .as_deref()
-        .ok_or_else(|| anyhow!("--summary is required with {receiver}"))?;
+    let summary = match (&args.summary, args.alertmanager.is_some()) {
+        (Some(summary), _) => summary.as_str(),
+        (None, true) => name,
+        (None, false) => bail!("--summary is required with {receiver}"),
+    };
     let mut alert = Alert::trigger(name, summary).with_severity(args.severity.into());
     for text in &args.labels {
         let (name, value) = parse_pair("--label", text)?;

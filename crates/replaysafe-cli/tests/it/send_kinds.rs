@@ -684,6 +684,17 @@ fn bad_input_exits_two_naming_the_flag_and_journals_nothing() {
         (
             args(&[
                 "alert",
+                "--pagerduty-routing-key-env",
+                "PD_KEY",
+                "--alertname",
+                "a",
+            ]),
+            vec![("PD_KEY", "k")],
+            "--summary is required",
+        ),
+        (
+            args(&[
+                "alert",
                 "--alertmanager",
                 "http://127.0.0.1:9",
                 "--alertname",
