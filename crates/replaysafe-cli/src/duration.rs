@@ -4,23 +4,24 @@ use chrono::TimeDelta;
 
 /// Parses a whole number followed by one unit: `s`, `m`, `h`, `d` or `w`.
 pub fn parse(text: &str) -> Result<TimeDelta, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: i64 = number
+    replaysafe_core::parse_duration(text).ok_or_else(|| {
+        format!(
+            "{:?} is not a duration like 90s, 30m, 6h, 1d or 1w",
+            text.trim()
+        )
+    })
+}
+
+/// Parses `KIND=DURATION` (`email=2h`), the value of `--max-age`.
+pub fn parse_kind_age(text: &str) -> Result<(replaysafe_core::EffectKind, TimeDelta), String> {
+    let (kind, age) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not KIND=DURATION, e.g. email=2h"))?;
+    let kind = kind
+        .trim()
         .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 90s, 30m, 6h, 1d or 1w"))?;
-    let duration = match unit {
-        "s" => TimeDelta::try_seconds(number),
-        "m" => TimeDelta::try_minutes(number),
-        "h" => TimeDelta::try_hours(number),
-        "d" => TimeDelta::try_days(number),
-        "w" => TimeDelta::try_weeks(number),
-        _ => None,
-    };
-    duration.ok_or_else(|| format!("{text:?} is not a duration like 90s, 30m, 6h, 1d or 1w"))
+        .map_err(|e: replaysafe_core::Error| e.to_string())?;
+    Ok((kind, parse(age)?))
 }
 
 /// The shortest whole-unit spelling of `duration`.

@@ -13,7 +13,7 @@ use replaysafe_core::{EffectKind, ReplayContext, RunKind, Window};
 
 /// Replay-safe side effects: report, diff and plan backfills; send through the gate.
 #[derive(Debug, Parser)]
-#[command(name = "replaysafe", version, about, long_about = None, after_help = EXIT_CODES)]
+#[command(name = "replaysafe", version = VERSION, about, long_about = None, after_help = EXIT_CODES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -21,6 +21,10 @@ struct Cli {
     #[arg(long, global = true, hide = true)]
     print_peak_memory: bool,
 }
+
+/// `replaysafe --version`: the release and the journal schema version it writes
+/// ([`replaysafe_core::journal::SCHEMA_VERSION`]; a test holds the two together).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (journal schema 1)");
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -121,7 +125,7 @@ enum Command {
     },
     /// Send one effect through the gate, for shell scripts and Airflow BashOperator tasks.
     #[command(subcommand)]
-    Send(SendCommand),
+    Send(Box<SendCommand>),
     /// Print shell completions.
     Completions {
         /// The shell.
@@ -164,9 +168,8 @@ enum SendCommand {
         /// How the endpoint appears on stderr and in the journal: full (scheme, host, port and path), origin (scheme, host and port) or hashed.
         #[arg(long, value_enum, default_value = "full")]
         redact: send::Redact,
-        /// Journal path (default: REPLAYSAFE_JOURNAL).
-        #[arg(long)]
-        journal: Option<PathBuf>,
+        #[command(flatten)]
+        common: send::Common,
     },
     /// Send an email over SMTP, one message per recipient.
     #[command(
@@ -206,10 +209,29 @@ enum SendCommand {
         /// How recipients appear on stderr and in the journal: origin (*@domain), hashed, or full (the whole address, which is personal data).
         #[arg(long, value_enum, default_value = "origin")]
         redact: send::Redact,
-        /// Journal path (default: REPLAYSAFE_JOURNAL).
-        #[arg(long)]
-        journal: Option<PathBuf>,
+        #[command(flatten)]
+        common: send::Common,
     },
+    /// Upload a file to a partner over SFTP (a file drop): host key checked first, uploaded under a temporary name, then renamed.
+    #[command(
+        after_help = "Exit 0 when delivered or suppressed (one line on stderr says which and why).\n\nExample:\n  REPLAYSAFE_JOURNAL=journal.jsonl replaysafe send sftp --host files.partner.example --user orders \\\n    --key /etc/pipeline/id_ed25519 --passphrase-env PARTNER_KEY_PASSPHRASE --known-hosts /etc/pipeline/known_hosts \\\n    --dir /inbound --name 'orders_{window_start:%Y%m%d}.csv' --file orders.csv --message-type orders_csv"
+    )]
+    Sftp(send::sftp::SftpArgs),
+    /// Raise an alert: Alertmanager, PagerDuty Events v2 or a Slack incoming webhook (routing keys and webhook URLs from the environment).
+    #[command(
+        after_help = "Exit 0 when delivered or suppressed (one line on stderr says which and why). Alerts go stale after 1 h by default.\n\nExamples:\n  replaysafe send alert --alertmanager http://alertmanager:9093 --alertname orders_late \\\n    --summary 'orders are 3 h late' --severity critical --label team=data --allow-host alertmanager\n  replaysafe send alert --pagerduty-routing-key-env PD_ROUTING_KEY --alertname orders_late --summary 'orders are 3 h late'\n  replaysafe send alert --slack-url-env SLACK_WEBHOOK_URL --channel data-alerts --text 'orders are 3 h late'"
+    )]
+    Alert(send::alert::AlertArgs),
+    /// Start downstream work: an Airflow DAG run (REST API) or a call to a trigger URL.
+    #[command(
+        after_help = "Exit 0 when delivered or suppressed (one line on stderr says which and why). Airflow answers 409 when a run already holds the logical date: the run is looked up, and only this trigger's own run counts as delivered.\n\nExamples:\n  replaysafe send trigger --airflow https://airflow.internal:8080 --dag-id daily_reports \\\n    --conf '{\"source\": \"orders\"}' --user pipeline --password-env AIRFLOW_PASSWORD\n  replaysafe send trigger --url https://ci.internal/hooks/rebuild --data '{}' --message-type rebuild_reports"
+    )]
+    Trigger(send::trigger::TriggerArgs),
+    /// Push metrics: a Pushgateway group (replaced) or StatsD lines.
+    #[command(
+        after_help = "Exit 0 when delivered or suppressed (one line per effect on stderr says which and why).\n\nExamples:\n  replaysafe send metric --pushgateway http://pushgateway:9091 --job nightly_export \\\n    --metric orders_exported=1204 --type gauge --allow-host pushgateway\n  replaysafe send metric --statsd 127.0.0.1:8125 --metric orders.sent:1204|c"
+    )]
+    Metric(send::metric::MetricArgs),
 }
 
 fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
@@ -375,7 +397,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            let ended = runtime.block_on(run_send(send))?;
+            let ended = runtime.block_on(run_send(*send))?;
             Ok(match ended {
                 send::Ended::Done => ExitCode::SUCCESS,
                 send::Ended::Failed => ExitCode::from(1),
@@ -405,11 +427,9 @@ async fn run_send(command: SendCommand) -> anyhow::Result<send::Ended> {
             secret_env,
             allow_hosts,
             redact,
-            journal,
+            common,
         } => {
-            let text = send::text_or_file("--data", &data)?;
-            let data: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| anyhow::anyhow!("--data: not valid JSON ({e})"))?;
+            let data = send::json_value("--data", &data)?;
             let url = match (url, url_env) {
                 (Some(url), _) => send::UrlSource::Flag(url),
                 (None, Some(variable)) => send::UrlSource::Env(variable),
@@ -425,7 +445,7 @@ async fn run_send(command: SendCommand) -> anyhow::Result<send::Ended> {
                 allow_hosts,
                 redact,
             };
-            send::webhook(request, journal.as_deref()).await
+            send::webhook(request, &common).await
         }
         SendCommand::Email {
             smtp,
@@ -439,7 +459,7 @@ async fn run_send(command: SendCommand) -> anyhow::Result<send::Ended> {
             body,
             message_type,
             redact,
-            journal,
+            common,
         } => {
             let body = send::text_or_file("--body", &body)?;
             let request = send::EmailRequest {
@@ -455,7 +475,11 @@ async fn run_send(command: SendCommand) -> anyhow::Result<send::Ended> {
                 message_type,
                 redact,
             };
-            send::email(request, journal.as_deref()).await
+            send::email(request, &common).await
         }
+        SendCommand::Sftp(args) => send::sftp::send(args).await,
+        SendCommand::Alert(args) => send::alert::send(args).await,
+        SendCommand::Trigger(args) => send::trigger::send(args).await,
+        SendCommand::Metric(args) => send::metric::send(args).await,
     }
 }

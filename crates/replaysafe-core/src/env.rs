@@ -9,7 +9,7 @@ use std::ffi::OsString;
 
 use chrono::{DateTime, Utc};
 
-use crate::{Error, Mode, ReplayContext, RunKind, Window};
+use crate::{Error, Mode, RecencyPolicy, ReplayContext, RunKind, Window};
 
 /// Names of the environment variables replaysafe reads.
 pub mod vars {
@@ -31,6 +31,8 @@ pub mod vars {
     pub const MODE: &str = "REPLAYSAFE_MODE";
     /// Journal path.
     pub const JOURNAL: &str = "REPLAYSAFE_JOURNAL";
+    /// Max ages per effect kind, `KIND=DURATION` pairs separated by commas (`email=2h,alert=30m`).
+    pub const MAX_AGE: &str = "REPLAYSAFE_MAX_AGE";
     /// Airflow: DAG id (pipeline fallback).
     pub const AIRFLOW_DAG_ID: &str = "AIRFLOW_CTX_DAG_ID";
     /// Airflow: DAG run id (run id fallback; its prefix gives the run kind).
@@ -48,7 +50,7 @@ pub mod vars {
     pub const AIRFLOW_LOGICAL_DATE: &str = "AIRFLOW_CTX_LOGICAL_DATE";
 
     /// Every variable above.
-    pub const ALL: [&str; 16] = [
+    pub const ALL: [&str; 17] = [
         PIPELINE,
         RUN_ID,
         RUN_KIND,
@@ -58,6 +60,7 @@ pub mod vars {
         BACKFILL_ID,
         MODE,
         JOURNAL,
+        MAX_AGE,
         AIRFLOW_DAG_ID,
         AIRFLOW_DAG_RUN_ID,
         AIRFLOW_TRY_NUMBER,
@@ -185,6 +188,9 @@ pub(crate) fn resolve(env: &HashMap<String, String>) -> Result<ReplayContext, Er
     }
     if let Some(path) = get(JOURNAL) {
         builder = builder.journal_path(path);
+    }
+    if let Some(max_ages) = get(MAX_AGE) {
+        builder = builder.recency(RecencyPolicy::default().with_max_ages(MAX_AGE, &max_ages)?);
     }
     if !conflicts.is_empty() {
         builder = builder.conflict(conflicts.join("; "));

@@ -112,7 +112,7 @@ pub use journal::{
     Journal, JournalRecord, JsonlJournal, MemoryJournal, NoopJournal, TracingJournal,
 };
 pub use key::{IdempotencyKey, rfc3339};
-pub use policy::{DEFAULT_CLOCK_SKEW, Mode, OptIn, RecencyPolicy};
+pub use policy::{DEFAULT_CLOCK_SKEW, Mode, OptIn, RecencyPolicy, parse_duration};
 pub use record::{EffectRecord, Step};
 pub use retry::RetryPolicy;
 pub use run::{RunId, RunKind};

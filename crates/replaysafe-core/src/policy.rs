@@ -54,6 +54,25 @@ pub struct RecencyPolicy {
     clock_skew: TimeDelta,
 }
 
+/// Parses a whole, non-negative number followed by one unit, `s`, `m`, `h`, `d` or `w`
+/// (`90s`, `30m`, `6h`, `1d`, `1w`): the durations of `REPLAYSAFE_MAX_AGE` and the command line.
+pub fn parse_duration(text: &str) -> Option<TimeDelta> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: i64 = number.parse().ok()?;
+    match unit {
+        "s" => TimeDelta::try_seconds(number),
+        "m" => TimeDelta::try_minutes(number),
+        "h" => TimeDelta::try_hours(number),
+        "d" => TimeDelta::try_days(number),
+        "w" => TimeDelta::try_weeks(number),
+        _ => None,
+    }
+}
+
 /// The default clock-skew allowance: 5 minutes.
 pub const DEFAULT_CLOCK_SKEW: TimeDelta = TimeDelta::minutes(5);
 
@@ -87,6 +106,26 @@ impl RecencyPolicy {
             ));
         }
         self.max_age.insert(kind, max_age);
+        Ok(self)
+    }
+
+    /// Applies `KIND=DURATION` pairs separated by commas (`email=2h,alert=30m`), the form of
+    /// `REPLAYSAFE_MAX_AGE`. A pair that is not of that form, an unknown unit or an empty
+    /// kind is [`Error::Invalid`] naming `field`.
+    pub fn with_max_ages(mut self, field: &'static str, text: &str) -> Result<Self, Error> {
+        const EXPECTED: &str = "expected KIND=DURATION pairs separated by commas, such as email=2h,alert=30m \
+             (units s, m, h, d, w)";
+        for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (kind, age) = pair
+                .split_once('=')
+                .ok_or_else(|| Error::invalid(field, text, EXPECTED))?;
+            let kind: EffectKind = kind
+                .trim()
+                .parse()
+                .map_err(|_| Error::invalid(field, text, EXPECTED))?;
+            let age = parse_duration(age).ok_or_else(|| Error::invalid(field, text, EXPECTED))?;
+            self.max_age.insert(kind, age);
+        }
         Ok(self)
     }
 

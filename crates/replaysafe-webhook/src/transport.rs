@@ -6,9 +6,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use replaysafe_core::{IdempotencyKey, RedactionPolicy};
 use replaysafe_http::{Call, Endpoint, HttpClient, HttpClientBuilder, SsrfPolicy, drain};
-use reqwest::header::CONTENT_TYPE;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use reqwest::{Method, StatusCode};
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 
 use crate::signing::signature_header;
 use crate::{Error, SigningSecret};
@@ -25,6 +25,8 @@ const RESERVED_HEADERS: [&str; 5] = [
 /// What was being done, for messages.
 pub(crate) const SENDING_WEBHOOK: &str = "sending webhook to";
 pub(crate) const SENDING_TRIGGER: &str = "sending trigger to";
+pub(crate) const LOGGING_IN: &str = "logging in to";
+pub(crate) const LOOKING_UP_RUN: &str = "looking up the dag run at";
 
 /// Everything a builder collects before the client is built; checked in [`HttpOptions::build`].
 pub(crate) struct HttpOptions {
@@ -111,6 +113,8 @@ pub(crate) struct Outgoing<'a> {
     pub(crate) content_type: &'a str,
     pub(crate) body: Vec<u8>,
     pub(crate) key: &'a IdempotencyKey,
+    /// A bearer token obtained for this attempt (Airflow's login), sent as `Authorization`.
+    pub(crate) bearer: Option<&'a SecretString>,
 }
 
 impl Transport {
@@ -129,6 +133,7 @@ impl Transport {
             content_type,
             body,
             key,
+            bearer,
         } = outgoing;
         let key = key.as_str();
         // draft-ietf-httpapi-idempotency-key-header: a structured-field string, quoted.
@@ -145,7 +150,55 @@ impl Transport {
                 .header("webhook-timestamp", timestamp.to_string())
                 .header("webhook-signature", signature);
         }
-        // Errors show the target exactly as the journal does.
+        let response = self
+            .exchange(action, endpoint, request.body(body), bearer)
+            .await?;
+        let status = response.status();
+        drain(response).await;
+        Ok(status)
+    }
+
+    /// Makes one request that is not the effect itself (a login, a lookup): JSON in and
+    /// out, no idempotency key, no signature. Returns the answer's body on a 2xx; any other
+    /// answer is an [`Error`] whose [`status`](Error::status) tells which.
+    pub(crate) async fn call(
+        &self,
+        action: &'static str,
+        method: Method,
+        endpoint: &Endpoint,
+        body: Option<Vec<u8>>,
+        bearer: Option<&SecretString>,
+    ) -> Result<Vec<u8>, Error> {
+        let mut request = self
+            .client
+            .request(method, endpoint)
+            .header(ACCEPT, "application/json");
+        if let Some(body) = body {
+            request = request.header(CONTENT_TYPE, "application/json").body(body);
+        }
+        let response = self.exchange(action, endpoint, request, bearer).await?;
+        let shown = endpoint.shown(self.redaction);
+        let body = response
+            .bytes()
+            .await
+            .map_err(|error| Error::unreadable(action, &shown, error.without_url()))?;
+        Ok(body.to_vec())
+    }
+}
+
+impl Transport {
+    /// Adds the bearer token, if any, and makes the request; errors show the target
+    /// exactly as the journal does.
+    async fn exchange(
+        &self,
+        action: &'static str,
+        endpoint: &Endpoint,
+        mut request: reqwest::RequestBuilder,
+        bearer: Option<&SecretString>,
+    ) -> Result<reqwest::Response, Error> {
+        if let Some(token) = bearer {
+            request = request.header(AUTHORIZATION, bearer_value(token)?);
+        }
         let shown = endpoint.shown(self.redaction);
         let call = Call {
             action,
@@ -153,11 +206,16 @@ impl Transport {
             shown: &shown,
             detail: false,
         };
-        let response = self.client.send(call, request.body(body)).await?;
-        let status = response.status();
-        drain(response).await;
-        Ok(status)
+        self.client.send(call, request).await
     }
+}
+
+/// `Bearer <token>`, marked sensitive so that no debug output shows it.
+fn bearer_value(token: &SecretString) -> Result<HeaderValue, Error> {
+    let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose_secret().trim()))
+        .map_err(|_| Error::invalid("bearer token", "is not a valid header value"))?;
+    value.set_sensitive(true);
+    Ok(value)
 }
 
 fn unix_seconds(now: SystemTime) -> i64 {

@@ -11,9 +11,12 @@ use replaysafe_core::{
 use reqwest::{Method, StatusCode};
 
 use crate::Error;
-use crate::transport::{HttpOptions, Outgoing, SENDING_TRIGGER, Transport};
+use crate::transport::{
+    HttpOptions, LOGGING_IN, LOOKING_UP_RUN, Outgoing, SENDING_TRIGGER, Transport,
+};
 use crate::webhook::{check_name, http_options};
-use replaysafe_http::Endpoint;
+use replaysafe_http::{Endpoint, ResponseClass};
+use secrecy::{ExposeSecret, SecretString};
 
 /// Starts downstream work: a DAG run through Airflow's REST API, or a call to a generic
 /// trigger URL. Reached only through a [`Guard`]; the effect kind is `trigger`, so a
@@ -33,12 +36,22 @@ use replaysafe_http::Endpoint;
 ///
 /// The logical date is the window's start unless [`Trigger::with_logical_date`] says
 /// otherwise; the data interval is the window. The run id carries the idempotency key,
-/// so Airflow itself refuses a second run of the same logical trigger with 409 Conflict,
-/// which this client reports as delivered with [`TriggerReceipt::already_triggered`].
-/// Its `manual__` prefix is the one Airflow gives API-triggered runs, which a downstream
-/// replaysafe context reads as a manual run. Authenticate with
-/// [`bearer_token`](TriggerClientBuilder::bearer_token) (a JWT from Airflow's `/auth/token`) or
-/// [`basic_auth`](TriggerClientBuilder::basic_auth).
+/// so Airflow itself refuses a second run of the same logical trigger with 409 Conflict.
+/// Airflow also answers 409 when *another* run (a scheduled one, a manual one, another
+/// pipeline's trigger) already holds the same logical date, and the answer does not say
+/// which, so on 409 the client looks the run up
+/// (`GET {base}/api/v2/dags/{dag_id}/dagRuns/{dag_run_id}`): when it exists the trigger
+/// is delivered with [`TriggerReceipt::already_triggered`]; when it does not, delivery
+/// fails for good with an error saying that a different run holds that logical date.
+/// The run id's `manual__` prefix is the one Airflow gives API-triggered runs, which a
+/// downstream replaysafe context reads as a manual run.
+///
+/// Authenticate with [`airflow_login`](TriggerClientBuilder::airflow_login) (a username
+/// and password exchanged for a JWT at `POST {base}/auth/token` before each delivery: what
+/// Airflow 3's default auth manager takes; it answers basic auth with 401), with
+/// [`bearer_token`](TriggerClientBuilder::bearer_token) (a token obtained elsewhere), or
+/// with [`basic_auth`](TriggerClientBuilder::basic_auth) (auth managers that accept it).
+/// A suppressed trigger logs in nowhere.
 ///
 /// # Generic trigger URL
 ///
@@ -49,6 +62,13 @@ pub struct TriggerClient {
     preset: Preset,
     method: Method,
     transport: Transport,
+    login: Option<Login>,
+}
+
+/// Airflow 3's username and password, exchanged for a JWT before each delivery.
+struct Login {
+    username: String,
+    password: SecretString,
 }
 
 enum Preset {
@@ -68,6 +88,10 @@ impl fmt::Debug for TriggerClient {
             .field("endpoint", &endpoint)
             .field("method", &self.method)
             .field("transport", &self.transport)
+            .field(
+                "airflow_login",
+                &self.login.as_ref().map(|login| &login.username),
+            )
             .finish()
     }
 }
@@ -86,6 +110,7 @@ impl TriggerClient {
             preset: PresetKind::Airflow,
             url: base_url.into(),
             options: HttpOptions::default(),
+            login: None,
         }
     }
 
@@ -95,6 +120,7 @@ impl TriggerClient {
             preset: PresetKind::Url,
             url: url.into(),
             options: HttpOptions::default(),
+            login: None,
         }
     }
 }
@@ -104,6 +130,7 @@ pub struct TriggerClientBuilder {
     preset: PresetKind,
     url: String,
     options: HttpOptions,
+    login: Option<Login>,
 }
 
 impl fmt::Debug for TriggerClientBuilder {
@@ -117,6 +144,20 @@ impl fmt::Debug for TriggerClientBuilder {
 
 impl TriggerClientBuilder {
     http_options!();
+
+    /// Logs in to Airflow 3 with a username and password: before each delivery attempt the
+    /// client posts them to `{base}/auth/token` and sends the trigger with the
+    /// `access_token` it answers as a bearer token (Airflow's tokens expire, so none is
+    /// kept). This is what Airflow 3's default auth manager (SimpleAuthManager) takes; it
+    /// answers basic auth with 401. Airflow preset only; do not combine it with
+    /// [`bearer_token`](Self::bearer_token) or [`basic_auth`](Self::basic_auth).
+    pub fn airflow_login(mut self, username: impl Into<String>, password: SecretString) -> Self {
+        self.login = Some(Login {
+            username: username.into(),
+            password,
+        });
+        self
+    }
 
     fn build_unguarded(self) -> Result<TriggerClient, Error> {
         let preset = match self.preset {
@@ -135,16 +176,30 @@ impl TriggerClientBuilder {
                 }
                 Preset::Airflow { base }
             }
-            PresetKind::Url => Preset::Url {
-                endpoint: Endpoint::parse("trigger URL", &self.url)?,
-            },
+            PresetKind::Url => {
+                if self.login.is_some() {
+                    return Err(Error::config(
+                        "airflow_login",
+                        "only the Airflow preset logs in; use bearer_token or basic_auth",
+                    ));
+                }
+                Preset::Url {
+                    endpoint: Endpoint::parse("trigger URL", &self.url)?,
+                }
+            }
         };
+        if let Some(login) = &self.login
+            && login.username.trim().is_empty()
+        {
+            return Err(Error::config("airflow_login", "the username is empty"));
+        }
         let method = self.options.method.clone().unwrap_or(Method::POST);
         let transport = self.options.build()?;
         Ok(TriggerClient {
             preset,
             method,
             transport,
+            login: self.login,
         })
     }
 
@@ -228,8 +283,8 @@ pub struct TriggerReceipt {
     pub status: u16,
     /// The Airflow DAG run id asked for; `None` for a trigger URL.
     pub run_id: Option<String>,
-    /// Whether Airflow answered that this run already exists (409): an earlier attempt
-    /// or run of the same logical trigger got through.
+    /// Whether Airflow answered 409 and the lookup found this very run: an earlier
+    /// attempt or run of the same logical trigger got through.
     pub already_triggered: bool,
 }
 
@@ -238,6 +293,7 @@ struct Prepared {
     endpoint: Endpoint,
     body: Vec<u8>,
     run_id: Option<String>,
+    logical_date: String,
 }
 
 impl TriggerClient {
@@ -309,9 +365,89 @@ impl TriggerClient {
             endpoint,
             body: body.to_string().into_bytes(),
             run_id,
+            logical_date,
         })
     }
+
+    /// Exchanges the login for a JWT at `{base}/auth/token`.
+    async fn log_in(&self, base: &Endpoint, login: &Login) -> Result<SecretString, Error> {
+        let endpoint = base.join(&["auth", "token"]);
+        let body = serde_json::json!({
+            "username": login.username,
+            "password": login.password.expose_secret(),
+        });
+        let answer = self
+            .transport
+            .call(
+                LOGGING_IN,
+                Method::POST,
+                &endpoint,
+                Some(body.to_string().into_bytes()),
+                None,
+            )
+            .await?;
+        let token = serde_json::from_slice::<serde_json::Value>(&answer)
+            .ok()
+            .and_then(|answer| answer.get("access_token")?.as_str().map(str::to_owned))
+            .filter(|token| !token.trim().is_empty())
+            .ok_or_else(|| {
+                let shown = endpoint.shown(self.transport.redaction());
+                Error::unreadable(LOGGING_IN, &shown, NoAccessToken)
+            })?;
+        Ok(SecretString::from(token))
+    }
+
+    /// Airflow answered 409: either this run exists (an earlier attempt got through) or a
+    /// different run holds the logical date. Only a lookup of the run tells which.
+    async fn resolve_conflict(
+        &self,
+        base: &Endpoint,
+        trigger: &Trigger,
+        prepared: Prepared,
+        token: Option<&SecretString>,
+    ) -> Result<TriggerReceipt, Error> {
+        let run_id = prepared.run_id.clone().unwrap_or_default();
+        let run = base.join(&["api", "v2", "dags", &trigger.name, "dagRuns", &run_id]);
+        match self
+            .transport
+            .call(LOOKING_UP_RUN, Method::GET, &run, None, token)
+            .await
+        {
+            Ok(_) => Ok(TriggerReceipt {
+                status: StatusCode::CONFLICT.as_u16(),
+                run_id: prepared.run_id,
+                already_triggered: true,
+            }),
+            Err(error) if error.status() == Some(StatusCode::NOT_FOUND.as_u16()) => {
+                let shown = prepared.endpoint.shown(self.transport.redaction());
+                Err(Error::from_status(
+                    SENDING_TRIGGER,
+                    &shown,
+                    StatusCode::CONFLICT.as_u16(),
+                    ResponseClass::Rejected,
+                    Some(format!(
+                        "a different run of {} already holds logical date {}, and run {run_id} \
+                         does not exist: this trigger was not delivered",
+                        trigger.name, prepared.logical_date
+                    )),
+                ))
+            }
+            Err(error) => Err(error),
+        }
+    }
 }
+
+/// Airflow's login answered 2xx without an `access_token`.
+#[derive(Debug)]
+struct NoAccessToken;
+
+impl fmt::Display for NoAccessToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the answer has no access_token")
+    }
+}
+
+impl std::error::Error for NoAccessToken {}
 
 /// Airflow's DAG id rule (`KEY_REGEX`), in ASCII: letters, digits, `_`, `.` and `-`, at most 250.
 fn check_dag_id(dag_id: &str) -> Result<(), Error> {
@@ -357,6 +493,10 @@ impl EffectClient for TriggerClient {
         trigger: &Trigger,
     ) -> Result<TriggerReceipt, Error> {
         let prepared = self.prepare(delivery.context(), trigger, Some(delivery.key()))?;
+        let token = match (&self.preset, &self.login) {
+            (Preset::Airflow { base }, Some(login)) => Some(self.log_in(base, login).await?),
+            _ => None,
+        };
         let result = self
             .transport
             .send(Outgoing {
@@ -364,27 +504,24 @@ impl EffectClient for TriggerClient {
                 method: self.method.clone(),
                 endpoint: &prepared.endpoint,
                 content_type: "application/json",
-                body: prepared.body,
+                body: prepared.body.clone(),
                 key: delivery.key(),
+                bearer: token.as_ref(),
             })
             .await;
-        match result {
-            Ok(status) => Ok(TriggerReceipt {
+        match (result, &self.preset) {
+            (Ok(status), _) => Ok(TriggerReceipt {
                 status: status.as_u16(),
                 run_id: prepared.run_id,
                 already_triggered: false,
             }),
-            Err(error)
-                if matches!(self.preset, Preset::Airflow { .. })
-                    && error.status() == Some(StatusCode::CONFLICT.as_u16()) =>
+            (Err(error), Preset::Airflow { base })
+                if error.status() == Some(StatusCode::CONFLICT.as_u16()) =>
             {
-                Ok(TriggerReceipt {
-                    status: StatusCode::CONFLICT.as_u16(),
-                    run_id: prepared.run_id,
-                    already_triggered: true,
-                })
+                self.resolve_conflict(base, trigger, prepared, token.as_ref())
+                    .await
             }
-            Err(error) => Err(error),
+            (Err(error), _) => Err(error),
         }
     }
 

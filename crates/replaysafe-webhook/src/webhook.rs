@@ -394,6 +394,7 @@ impl EffectClient for WebhookClient {
                 content_type: &webhook.content_type,
                 body: webhook.body.clone(),
                 key: delivery.key(),
+                bearer: None,
             })
             .await?;
         Ok(WebhookReceipt {

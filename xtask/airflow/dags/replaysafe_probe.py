@@ -16,6 +16,7 @@ import os
 from datetime import datetime, timedelta, timezone
 
 from airflow.providers.standard.operators.bash import BashOperator
+from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG
 
 # One folder per run: $XTASK_AIRFLOW_OUT/<dag id>/<run id>/ (the journal's folder).
@@ -74,3 +75,14 @@ probe(
     end_date=THREE_DAYS_AGO + timedelta(hours=1),
     catchup=True,
 )
+
+# Downstream of `replaysafe send trigger`: no schedule, paused, so triggered runs are
+# created (and counted through the API) but never run.
+with DAG(
+    dag_id="replaysafe_downstream",
+    schedule=None,
+    start_date=THREE_DAYS_AGO,
+    catchup=False,
+    tags=["replaysafe"],
+):
+    EmptyOperator(task_id="noop")

@@ -8,7 +8,12 @@
 //! - (a) the scheduled run of the latest tick delivers: one request at the receiver;
 //! - (b) `airflow backfill create` of three past ticks: every task succeeds, nothing arrives,
 //!   each journal says suppressed with `replay_run`;
-//! - (c) a catch-up run three days late: the task succeeds, suppressed with `stale_window`.
+//! - (c) a catch-up run three days late: the task succeeds, suppressed with `stale_window`;
+//! - (d) `replaysafe send trigger --airflow` against the API server, logged in with a
+//!   username and password (SimpleAuthManager's JWT; basic auth is refused): a backfill
+//!   triggers nothing, a current run creates exactly one run of `replaysafe_downstream` with
+//!   its conf, a retry creates no second run, and another pipeline's trigger at the same
+//!   logical date fails (exit 1) instead of passing for delivered.
 //!
 //! Each case is checked against the receiver's log, the tasks' journals and Airflow's own
 //! task states, with bounded waits. The tasks run with no `airflow_local_settings.py` and no
@@ -24,6 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use base64::Engine;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{Value, json};
 
@@ -38,6 +44,10 @@ const VERSION: &str = "3.3.2";
 const PROBE: &str = "replaysafe_probe";
 /// The DAG whose only tick is three days back, caught up.
 const CATCHUP: &str = "replaysafe_probe_catchup";
+/// The DAG `replaysafe send trigger` starts (unscheduled, paused: its runs are only counted).
+const DOWNSTREAM: &str = "replaysafe_downstream";
+/// The admin user the checks log in as.
+const ADMIN: &str = "xtask";
 /// The task both DAGs run.
 const TASK: &str = "notify";
 /// How long the deployment may take to come up.
@@ -170,7 +180,7 @@ fn drive(steps: &mut Steps, checks: &mut Checks) -> anyhow::Result<()> {
         Deployment::start(&airflow, &logs)
     })?;
     let world = World {
-        api: airflow.api,
+        api: airflow.api.clone(),
         receiver: &receiver,
         out: &out,
     };
@@ -200,6 +210,13 @@ fn drive(steps: &mut Steps, checks: &mut Checks) -> anyhow::Result<()> {
     });
     if let Err(error) = result {
         checks.record("(c) the catch-up run finished", false, format!("{error:#}"));
+    }
+    not_interrupted()?;
+    let result = steps.time("case (d) replaysafe send trigger", || {
+        case_trigger(&world, &replaysafe, checks)
+    });
+    if let Err(error) = result {
+        checks.record("(d) the trigger checks ran", false, format!("{error:#}"));
     }
     steps.time("stop", || {
         deployment.stop();
@@ -283,7 +300,11 @@ impl Airflow {
         replaysafe: &Path,
         receiver: &str,
     ) -> anyhow::Result<Self> {
-        let api = Api { port: free_port()? };
+        let api = Api::new(free_port()?, ADMIN, &random_hex(16)?);
+        // SimpleAuthManager's users and their passwords: one admin, whose password xtask knows.
+        let passwords = home.join("simple_auth_manager_passwords.json");
+        std::fs::write(&passwords, json!({ ADMIN: api.password() }).to_string())
+            .with_context(|| format!("writing {}", passwords.display()))?;
         let path = |p: &Path| p.display().to_string();
         let env = [
             ("AIRFLOW_HOME", path(home)),
@@ -311,10 +332,15 @@ impl Airflow {
                 "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT",
                 free_port()?.to_string(),
             ),
-            // Loopback only: every API request acts as an admin, so the checks carry no password.
+            // Airflow 3's default auth manager with a known admin: API requests need a JWT
+            // from POST /auth/token, as in a real deployment.
             (
-                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS",
-                "True".into(),
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS",
+                format!("{ADMIN}:admin"),
+            ),
+            (
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE",
+                path(&passwords),
             ),
             // The scheduler signs task tokens that the API server checks: one key for both.
             ("AIRFLOW__API_AUTH__JWT_SECRET", random_hex(32)?),
@@ -403,7 +429,7 @@ impl Deployment {
     fn start(airflow: &Airflow, logs: &Path) -> anyhow::Result<Self> {
         let mut deployment = Deployment {
             processes: Vec::new(),
-            api: airflow.api,
+            api: airflow.api.clone(),
         };
         for name in ["api-server", "dag-processor", "scheduler"] {
             let log = logs.join(format!("{name}.log"));
@@ -414,7 +440,7 @@ impl Deployment {
             eprintln!("xtask airflow: started {name} (pid {})", process.id());
             deployment.processes.insert(0, (process, log));
         }
-        let api = deployment.api;
+        let api = deployment.api.clone();
         deployment.wait(
             "the deployment to be healthy with both DAGs parsed",
             START_TIMEOUT,
@@ -430,7 +456,8 @@ impl Deployment {
                 Ok((healthy("scheduler")
                     && healthy("dag_processor")
                     && parsed(PROBE)
-                    && parsed(CATCHUP))
+                    && parsed(CATCHUP)
+                    && parsed(DOWNSTREAM))
                 .then_some(()))
             },
         )?;
@@ -842,6 +869,203 @@ fn case_catchup(
     );
     world.check_run(checks, case, CATCHUP, run, 0)?;
     world.check_journal(checks, case, CATCHUP, run, "suppressed", &["stale_window"]);
+    Ok(())
+}
+
+/// What one `replaysafe send trigger` gave.
+struct Sent {
+    code: Option<i32>,
+    stderr: String,
+    journal: Vec<Value>,
+}
+
+/// (d) `replaysafe send trigger --airflow` from an upstream pipeline's shell task, against
+/// the real API server; the environments are what an Airflow task of the upstream DAG gets.
+fn case_trigger(world: &World<'_>, replaysafe: &Path, checks: &mut Checks) -> anyhow::Result<()> {
+    let case = "(d)";
+    let api = &world.api;
+    let dir = world.out.join("trigger");
+    std::fs::create_dir_all(&dir)?;
+    // The upstream run: an instant a minute ago, well within the trigger's max age.
+    let now = Utc::now().timestamp();
+    let tick = DateTime::from_timestamp(now - now % 60 - 60, 0).context("the tick")?;
+    let tick_text = tick.to_rfc3339();
+    let runs = || -> anyhow::Result<Vec<Value>> {
+        let answer = api.get(&format!("/api/v2/dags/{DOWNSTREAM}/dagRuns?limit=100"))?;
+        Ok(answer["dag_runs"].as_array().cloned().unwrap_or_default())
+    };
+    let base = format!("http://127.0.0.1:{}", api.port);
+    let send = |name: &str, env: &[(&str, &str)], password: &str| -> anyhow::Result<Sent> {
+        let journal = dir.join(format!("{name}.jsonl"));
+        let mut command = Command::new(replaysafe);
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            if key.starts_with("AIRFLOW") || key.starts_with("REPLAYSAFE_") {
+                command.env_remove(&*key);
+            }
+        }
+        let output = command
+            .args([
+                "send",
+                "trigger",
+                "--airflow",
+                &base,
+                "--dag-id",
+                DOWNSTREAM,
+            ])
+            .args([
+                "--conf",
+                r#"{"source": "xtask"}"#,
+                "--allow-host",
+                "127.0.0.1",
+            ])
+            .args(["--user", ADMIN, "--password-env", "XTASK_AIRFLOW_PASSWORD"])
+            .envs(env.iter().copied())
+            .env("XTASK_AIRFLOW_PASSWORD", password)
+            .env("REPLAYSAFE_JOURNAL", &journal)
+            .stdin(Stdio::null())
+            .output()
+            .context("running replaysafe send trigger")?;
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        eprintln!("xtask airflow: send trigger ({name}): {}", stderr.trim());
+        let journal = std::fs::read_to_string(&journal)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect();
+        Ok(Sent {
+            code: output.status.code(),
+            stderr,
+            journal,
+        })
+    };
+    let upstream = |dag: &'static str, run_id: &str, try_number: &'static str| {
+        vec![
+            ("AIRFLOW_CTX_DAG_ID", dag),
+            ("AIRFLOW_CTX_DAG_RUN_ID", run_id),
+            ("AIRFLOW_CTX_LOGICAL_DATE", tick_text.as_str()),
+            ("AIRFLOW_CTX_TRY_NUMBER", try_number),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k, v.to_owned()))
+        .collect::<Vec<(&str, String)>>()
+    };
+    let run = |env: Vec<(&'static str, String)>, name: &str, password: &str| {
+        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        send(name, &pairs, password)
+    };
+
+    // Basic auth is refused; a login with the password gives a token.
+    let basic = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{ADMIN}:{}", api.password()))
+    );
+    let (status, _) = api.exchange(
+        "GET",
+        &format!("/api/v2/dags/{DOWNSTREAM}"),
+        None,
+        Some(&basic),
+    )?;
+    checks.record(
+        &format!("{case} basic auth is refused (401)"),
+        status == 401,
+        format!("status {status}"),
+    );
+
+    let backfill_id = format!("backfill__{tick_text}");
+    let sent = run(
+        upstream("upstream_a", &backfill_id, "1"),
+        "backfill",
+        api.password(),
+    )?;
+    let count = runs()?.len();
+    checks.record(
+        &format!("{case} a backfill triggers nothing (exit 0, suppressed, no run)"),
+        sent.code == Some(0)
+            && sent.stderr.contains("suppressed trigger")
+            && sent.journal.len() == 1
+            && sent.journal[0]["decision"] == "suppressed"
+            && count == 0,
+        format!("exit {:?}, {count} runs, {}", sent.code, sent.stderr.trim()),
+    );
+
+    let scheduled = format!("scheduled__{tick_text}");
+    let wrong = run(
+        upstream("upstream_a", &scheduled, "1"),
+        "wrong-password",
+        "not-the-password",
+    )?;
+    let count = runs()?.len();
+    checks.record(
+        &format!("{case} a wrong password fails (exit 1, 401 at /auth/token) and triggers nothing"),
+        wrong.code == Some(1) && wrong.stderr.contains("/auth/token: 401") && count == 0,
+        format!(
+            "exit {:?}, {count} runs, {}",
+            wrong.code,
+            wrong.stderr.trim()
+        ),
+    );
+
+    let scheduled = format!("scheduled__{tick_text}");
+    let sent = run(
+        upstream("upstream_a", &scheduled, "1"),
+        "current",
+        api.password(),
+    )?;
+    let all = runs()?;
+    let key = sent
+        .journal
+        .iter()
+        .find(|record| record["decision"] == "delivered")
+        .and_then(|record| record["effect"]["idempotency_key"].as_str())
+        .unwrap_or("?")
+        .to_owned();
+    let one = all.len() == 1
+        && all[0]["conf"] == json!({"source": "xtask"})
+        && all[0]["run_type"] == "manual"
+        && all[0]["dag_run_id"]
+            .as_str()
+            .is_some_and(|id| id.ends_with(&format!("replaysafe-{key}")));
+    checks.record(
+        &format!(
+            "{case} a current run creates exactly one run with its conf, keyed by the journal's key"
+        ),
+        sent.code == Some(0) && sent.stderr.contains("delivered trigger") && one,
+        format!("exit {:?}, runs {all:?}, {}", sent.code, sent.stderr.trim()),
+    );
+
+    let sent = run(
+        upstream("upstream_a", &scheduled, "2"),
+        "retry",
+        api.password(),
+    )?;
+    let count = runs()?.len();
+    checks.record(
+        &format!("{case} a retry is delivered (the run exists) and creates no second run"),
+        sent.code == Some(0) && sent.stderr.contains("delivered trigger") && count == 1,
+        format!("exit {:?}, {count} runs, {}", sent.code, sent.stderr.trim()),
+    );
+
+    let sent = run(
+        upstream("upstream_b", &scheduled, "1"),
+        "other-pipeline",
+        api.password(),
+    )?;
+    let count = runs()?.len();
+    let failed = sent
+        .journal
+        .iter()
+        .any(|record| record["decision"] == "failed");
+    checks.record(
+        &format!("{case} another pipeline at the same logical date fails, not a false success"),
+        sent.code == Some(1)
+            && sent.stderr.contains(&format!(
+                "a different run of {DOWNSTREAM} already holds logical date"
+            ))
+            && failed
+            && count == 1,
+        format!("exit {:?}, {count} runs, {}", sent.code, sent.stderr.trim()),
+    );
     Ok(())
 }
 

@@ -4,6 +4,7 @@ mod cli;
 mod durable;
 mod review;
 mod send;
+mod send_kinds;
 mod snapshots;
 mod sources;
 mod support;

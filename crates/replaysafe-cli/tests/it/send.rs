@@ -17,6 +17,22 @@ pub(crate) type Received = Arc<Mutex<Vec<(HeaderMap, String)>>>;
 pub(crate) fn receiver() -> (SocketAddr, Received) {
     let received: Received = Arc::default();
     let state = received.clone();
+    let app = axum::Router::new()
+        .route(
+            "/hooks/orders",
+            axum::routing::post(
+                |State(seen): State<Received>, headers: HeaderMap, body: String| async move {
+                    seen.lock().unwrap().push((headers, body));
+                    StatusCode::OK
+                },
+            ),
+        )
+        .with_state(state);
+    (serve(app), received)
+}
+
+/// Serves `app` on 127.0.0.1:0 from a thread of its own; returns the address.
+pub(crate) fn serve(app: axum::Router) -> SocketAddr {
     let (ready, address) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -24,21 +40,12 @@ pub(crate) fn receiver() -> (SocketAddr, Received) {
             .build()
             .unwrap();
         runtime.block_on(async move {
-            let app = axum::Router::new()
-                .route(
-                    "/hooks/orders",
-                    axum::routing::post(|State(seen): State<Received>, headers: HeaderMap, body: String| async move {
-                        seen.lock().unwrap().push((headers, body));
-                        StatusCode::OK
-                    }),
-                )
-                .with_state(state);
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             ready.send(listener.local_addr().unwrap()).unwrap();
             axum::serve(listener, app).await.unwrap();
         });
     });
-    (address.recv().unwrap(), received)
+    address.recv().unwrap()
 }
 
 pub(crate) fn clean_command() -> Command {
@@ -52,7 +59,7 @@ pub(crate) fn clean_command() -> Command {
 }
 
 /// The environments a shell task runs under: scheduled (current), Airflow backfill, unknown prefix.
-fn environments() -> [(&'static str, Vec<(String, String)>); 3] {
+pub(crate) fn environments() -> [(&'static str, Vec<(String, String)>); 3] {
     let now = Utc::now();
     let start = replaysafe_core::rfc3339(now - TimeDelta::hours(2));
     let end = replaysafe_core::rfc3339(now - TimeDelta::minutes(10));
@@ -366,35 +373,23 @@ type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
 fn canary_receiver() -> (SocketAddr, Seen) {
     let seen: Seen = Arc::default();
     let state = seen.clone();
-    let (ready, address) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let app = axum::Router::new()
-                .fallback(
-                    |State(seen): State<Seen>, uri: axum::http::Uri| async move {
-                        let path = uri.path().to_owned();
-                        let failing = path.starts_with("/fail");
-                        seen.lock()
-                            .unwrap()
-                            .push((path, uri.query().map(str::to_owned)));
-                        if failing {
-                            StatusCode::INTERNAL_SERVER_ERROR
-                        } else {
-                            StatusCode::OK
-                        }
-                    },
-                )
-                .with_state(state);
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            ready.send(listener.local_addr().unwrap()).unwrap();
-            axum::serve(listener, app).await.unwrap();
-        });
-    });
-    (address.recv().unwrap(), seen)
+    let app = axum::Router::new()
+        .fallback(
+            |State(seen): State<Seen>, uri: axum::http::Uri| async move {
+                let path = uri.path().to_owned();
+                let failing = path.starts_with("/fail");
+                seen.lock()
+                    .unwrap()
+                    .push((path, uri.query().map(str::to_owned)));
+                if failing {
+                    StatusCode::INTERNAL_SERVER_ERROR
+                } else {
+                    StatusCode::OK
+                }
+            },
+        )
+        .with_state(state);
+    (serve(app), seen)
 }
 
 /// One run of `replaysafe send`: its arguments and environment, the exit code it must

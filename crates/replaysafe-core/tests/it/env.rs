@@ -54,6 +54,46 @@ fn every_replaysafe_variable_is_read() {
 }
 
 #[test]
+fn max_ages_come_from_the_environment_and_gate_staleness() {
+    let base = [
+        ("REPLAYSAFE_PIPELINE", "p"),
+        ("REPLAYSAFE_RUN_ID", "r"),
+        ("REPLAYSAFE_RUN_KIND", "scheduled"),
+        WINDOW[0],
+        WINDOW[1],
+    ];
+    let mut vars = base.to_vec();
+    vars.push(("REPLAYSAFE_MAX_AGE", "email=2h, alert=30m,file_drop=1d"));
+    let cx = resolve(&vars).unwrap();
+    let recency = cx.recency();
+    assert_eq!(
+        recency.max_age(&EffectKind::Email),
+        chrono::TimeDelta::hours(2)
+    );
+    assert_eq!(
+        recency.max_age(&EffectKind::Alert),
+        chrono::TimeDelta::minutes(30)
+    );
+    assert_eq!(
+        recency.max_age(&EffectKind::FileDrop),
+        chrono::TimeDelta::days(1)
+    );
+    assert_eq!(
+        recency.max_age(&EffectKind::Webhook),
+        chrono::TimeDelta::hours(6)
+    );
+
+    // Three hours after the window: email (2 h) is stale, a webhook (6 h default) is not.
+    let late = cx.with_clock(std::sync::Arc::new(replaysafe_core::FixedClock::new(at(
+        2026, 8, 6, 3,
+    ))));
+    assert!(late.decide(&EffectKind::Webhook, "t").delivers());
+    let email = late.decide(&EffectKind::Email, "t");
+    assert!(!email.delivers());
+    assert_eq!(email.reasons(), [Reason::StaleWindow]);
+}
+
+#[test]
 fn every_explicit_run_kind_parses() {
     for kind in RunKind::ALL {
         let cx = resolve(&[
@@ -194,7 +234,7 @@ fn explicit_values_win_over_airflow() {
 #[test]
 fn malformed_values_are_typed_errors_naming_the_variable() {
     let base = [("REPLAYSAFE_PIPELINE", "p"), ("REPLAYSAFE_RUN_ID", "r")];
-    let cases: [(&[(&str, &str)], &str); 6] = [
+    let cases: [(&[(&str, &str)], &str); 9] = [
         (
             &[("REPLAYSAFE_WINDOW_START", "yesterday"), WINDOW[1]],
             "REPLAYSAFE_WINDOW_START",
@@ -216,6 +256,22 @@ fn malformed_values_are_typed_errors_naming_the_variable() {
             "REPLAYSAFE_MODE",
         ),
         (&[WINDOW[0]], "REPLAYSAFE_WINDOW_END"),
+        (
+            &[WINDOW[0], WINDOW[1], ("REPLAYSAFE_MAX_AGE", "email")],
+            "REPLAYSAFE_MAX_AGE",
+        ),
+        (
+            &[
+                WINDOW[0],
+                WINDOW[1],
+                ("REPLAYSAFE_MAX_AGE", "email=2 hours"),
+            ],
+            "REPLAYSAFE_MAX_AGE",
+        ),
+        (
+            &[WINDOW[0], WINDOW[1], ("REPLAYSAFE_MAX_AGE", "Email=2h")],
+            "REPLAYSAFE_MAX_AGE",
+        ),
     ];
     for (extra, variable) in cases {
         let mut vars = base.to_vec();

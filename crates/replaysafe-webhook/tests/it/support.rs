@@ -48,6 +48,7 @@ pub(crate) struct Reply {
     status: u16,
     headers: Vec<(&'static str, String)>,
     delay: Duration,
+    body: Option<String>,
 }
 
 impl Reply {
@@ -56,7 +57,14 @@ impl Reply {
             status,
             headers: Vec::new(),
             delay: Duration::ZERO,
+            body: None,
         }
+    }
+
+    /// Answers `body` (JSON) instead of `{"ok":true}`.
+    pub(crate) fn body(mut self, body: impl Into<String>) -> Self {
+        self.body = Some(body.into());
+        self
     }
 
     pub(crate) fn header(mut self, name: &'static str, value: impl Into<String>) -> Self {
@@ -115,8 +123,8 @@ async fn record(
     if !reply.delay.is_zero() {
         tokio::time::sleep(reply.delay).await;
     }
-    let mut response =
-        (StatusCode::from_u16(reply.status).unwrap(), "{\"ok\":true}").into_response();
+    let body = reply.body.unwrap_or_else(|| "{\"ok\":true}".to_owned());
+    let mut response = (StatusCode::from_u16(reply.status).unwrap(), body).into_response();
     for (name, value) in reply.headers {
         response.headers_mut().insert(name, value.parse().unwrap());
     }

@@ -4,13 +4,13 @@ use std::collections::BTreeSet;
 
 use base64::Engine;
 use chrono::TimeDelta;
-use replaysafe_core::{Journal, MemoryJournal, Window, rfc3339};
+use replaysafe_core::{Classify, Journal, MemoryJournal, SendError, Window, rfc3339};
 use replaysafe_test::contexts;
 use replaysafe_webhook::{Method, Trigger, TriggerClient};
 use secrecy::SecretString;
 use serde_json::json;
 
-use crate::support::{JournalFile, Receiver, Reply, loopback_only};
+use crate::support::{JournalFile, Receiver, Reply, loopback_only, quick_retries};
 
 /// The properties of Airflow 3's `TriggerDAGRunPostBody`, which refuses any other
 /// (`additionalProperties: false`); `logical_date` is required.
@@ -127,9 +127,9 @@ async fn airflow_preset_with_basic_auth_and_a_logical_date_of_its_own() {
 }
 
 #[tokio::test]
-async fn airflow_conflict_means_the_run_already_exists() {
+async fn airflow_conflict_with_this_run_found_is_already_triggered() {
     let receiver = Receiver::start().await;
-    receiver.reply([Reply::status(409)]);
+    receiver.reply([Reply::status(409), Reply::status(200)]);
     let client = airflow(&receiver, MemoryJournal::new());
 
     let outcome = client
@@ -139,7 +139,122 @@ async fn airflow_conflict_means_the_run_already_exists() {
     let receipt = outcome.receipt().unwrap();
     assert!(receipt.already_triggered);
     assert_eq!(receipt.status, 409);
-    assert_eq!(receiver.requests().len(), 1, "not retried");
+    let requests = receiver.requests();
+    assert_eq!(requests.len(), 2, "the trigger and one lookup, no retry");
+    let run_id = receipt.run_id.as_deref().unwrap();
+    assert_eq!(requests[1].method, "GET");
+    assert_eq!(
+        requests[1].path,
+        format!("/airflow/api/v2/dags/daily_reports/dagRuns/{run_id}")
+    );
+    assert_eq!(
+        requests[1].header("authorization"),
+        Some("Bearer airflow-jwt")
+    );
+}
+
+#[tokio::test]
+async fn airflow_conflict_with_this_run_missing_is_a_permanent_failure() {
+    let receiver = Receiver::start().await;
+    // Another run holds the logical date: 409 on the trigger, 404 on the lookup.
+    receiver.reply([Reply::status(409), Reply::status(404)]);
+    let journal = JournalFile::new();
+    let client = airflow(&receiver, journal.open()).with_retry(quick_retries());
+
+    let error = client
+        .send(&contexts::live(), &Trigger::new("daily_reports"))
+        .await
+        .unwrap_err();
+    let SendError::Failed { attempts, source } = &error else {
+        panic!("expected a failed delivery: {error:?}");
+    };
+    assert_eq!(*attempts, 1, "a permanent failure is not retried");
+    assert!(source.is_permanent());
+    let message = replaysafe_core::error_chain(&error);
+    assert!(
+        message
+            .contains("409 conflict: a different run of daily_reports already holds logical date"),
+        "{message}"
+    );
+    assert_eq!(receiver.requests().len(), 2);
+    client.journal().flush().unwrap();
+    let decisions: Vec<String> = journal
+        .records()
+        .iter()
+        .map(|record| record["decision"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(decisions, ["attempting", "failed"]);
+}
+
+#[tokio::test]
+async fn airflow_login_exchanges_the_password_for_a_token_before_each_delivery() {
+    const PASSWORD: &str = "canary-airflow-password";
+    const TOKEN: &str = "canary.jwt.token";
+    let receiver = Receiver::start().await;
+    receiver.reply([
+        Reply::status(201).body(format!(r#"{{"access_token":"{TOKEN}"}}"#)),
+        Reply::status(200),
+    ]);
+    let journal = JournalFile::new();
+    let client = TriggerClient::airflow(receiver.url("/airflow"))
+        .airflow_login("pipeline", SecretString::from(PASSWORD))
+        .ssrf_policy(loopback_only())
+        .build(journal.open())
+        .unwrap();
+    assert!(!format!("{client:?}").contains(PASSWORD));
+
+    // A backfill logs in nowhere.
+    let suppressed = client
+        .send(&contexts::backfill(), &Trigger::new("daily_reports"))
+        .await
+        .unwrap();
+    assert!(suppressed.is_suppressed());
+    assert_eq!(receiver.connections(), 0);
+
+    client
+        .send(&contexts::live(), &Trigger::new("daily_reports"))
+        .await
+        .unwrap();
+    let requests = receiver.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].path, "/airflow/auth/token");
+    assert_eq!(
+        requests[0].json(),
+        json!({"username": "pipeline", "password": PASSWORD})
+    );
+    assert_eq!(
+        requests[1].path,
+        "/airflow/api/v2/dags/daily_reports/dagRuns"
+    );
+    assert_eq!(
+        requests[1].header("authorization"),
+        Some(format!("Bearer {TOKEN}").as_str())
+    );
+    client.journal().flush().unwrap();
+    let text = journal.text();
+    assert!(!text.contains(PASSWORD) && !text.contains(TOKEN));
+
+    // A refused login is a permanent failure that names the login endpoint.
+    receiver.reply([Reply::status(401)]);
+    let error = client
+        .send(
+            &contexts::live().with_window(contexts::current_window()),
+            &Trigger::new("other_dag"),
+        )
+        .await
+        .unwrap_err();
+    let message = replaysafe_core::error_chain(&error);
+    assert!(
+        message.contains("logging in to") && message.contains("/auth/token: 401"),
+        "{message}"
+    );
+    assert!(!message.contains(PASSWORD));
+
+    let error = TriggerClient::url(receiver.url("/hook"))
+        .airflow_login("pipeline", SecretString::from(PASSWORD))
+        .build(MemoryJournal::new())
+        .unwrap_err();
+    assert_eq!(error.field(), Some("airflow_login"));
 }
 
 #[tokio::test]

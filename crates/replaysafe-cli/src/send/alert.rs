@@ -1,0 +1,192 @@
+//! `replaysafe send alert`: Alertmanager, PagerDuty Events v2 or a Slack incoming webhook.
+
+use anyhow::{anyhow, bail};
+use replaysafe_alert::{
+    Alert, AlertmanagerClient, PagerDutyClient, Severity, SlackClient, SlackMessage,
+};
+
+use super::{
+    AllowHosts, Common, Ended, Utf8Text, context_and_journal, flag_for, parse_pair,
+    secret_from_env, send_one,
+};
+
+/// The flags of `send alert`.
+#[derive(Debug, clap::Args)]
+#[command(group(
+    clap::ArgGroup::new("receiver")
+        .required(true)
+        .args(["alertmanager", "pagerduty_routing_key_env", "slack_url_env"])
+))]
+pub struct AlertArgs {
+    /// Alertmanager base URL (API v2).
+    #[arg(long, value_name = "BASE_URL", value_parser = Utf8Text)]
+    pub alertmanager: Option<String>,
+    /// Environment variable holding a PagerDuty Events v2 routing key.
+    #[arg(long, value_name = "VARIABLE", value_parser = Utf8Text)]
+    pub pagerduty_routing_key_env: Option<String>,
+    /// PagerDuty Events API base URL (default https://events.pagerduty.com).
+    #[arg(long, value_name = "BASE_URL", value_parser = Utf8Text, requires = "pagerduty_routing_key_env")]
+    pub pagerduty_url: Option<String>,
+    /// The name the journal shows for the routing key (default events-v2).
+    #[arg(long, value_name = "LABEL", value_parser = Utf8Text, requires = "pagerduty_routing_key_env")]
+    pub service: Option<String>,
+    /// Environment variable holding a Slack incoming-webhook URL (the whole URL is a secret).
+    #[arg(long, value_name = "VARIABLE", value_parser = Utf8Text)]
+    pub slack_url_env: Option<String>,
+    /// The name the journal shows for the Slack webhook, such as data-alerts.
+    #[arg(long, value_name = "LABEL", value_parser = Utf8Text, requires = "slack_url_env")]
+    pub channel: Option<String>,
+    /// Alert name ([a-zA-Z0-9_.-]): the message type, shared by a trigger and its resolve. Required for Alertmanager and PagerDuty; for Slack the default is notification.
+    #[arg(long, value_parser = Utf8Text)]
+    pub alertname: Option<String>,
+    /// What is wrong, one line: required for PagerDuty; for Alertmanager the default is the alert name.
+    #[arg(long, value_parser = Utf8Text)]
+    pub summary: Option<String>,
+    /// The Slack message's text.
+    #[arg(long, value_parser = Utf8Text, requires = "slack_url_env")]
+    pub text: Option<String>,
+    /// Severity (Alertmanager label severity, PagerDuty severity).
+    #[arg(long, value_enum, default_value = "error")]
+    pub severity: SeverityArg,
+    /// A label, NAME=VALUE (repeatable; Alertmanager and PagerDuty).
+    #[arg(long = "label", value_name = "NAME=VALUE", value_parser = Utf8Text)]
+    pub labels: Vec<String>,
+    /// An annotation (PagerDuty: a custom detail), NAME=VALUE (repeatable).
+    #[arg(long = "annotation", value_name = "NAME=VALUE", value_parser = Utf8Text)]
+    pub annotations: Vec<String>,
+    /// Send the alert's resolve instead of its trigger (same name and labels).
+    #[arg(long)]
+    pub resolve: bool,
+    #[command(flatten)]
+    #[allow(missing_docs, reason = "flattened: its fields carry the help")]
+    pub ssrf: AllowHosts,
+    #[command(flatten)]
+    #[allow(missing_docs, reason = "flattened: its fields carry the help")]
+    pub common: Common,
+}
+
+/// `--severity`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SeverityArg {
+    /// Wake someone up.
+    Critical,
+    /// Needs attention soon.
+    Error,
+    /// Worth a look.
+    Warning,
+    /// For the record.
+    Info,
+}
+
+impl From<SeverityArg> for Severity {
+    fn from(severity: SeverityArg) -> Self {
+        match severity {
+            SeverityArg::Critical => Severity::Critical,
+            SeverityArg::Error => Severity::Error,
+            SeverityArg::Warning => Severity::Warning,
+            SeverityArg::Info => Severity::Info,
+        }
+    }
+}
+
+/// Adapter fields and the flags behind them.
+const FLAGS: [(&str, &str); 11] = [
+    ("base_url", "--alertmanager"),
+    ("routing_key", "--pagerduty-routing-key-env"),
+    ("service_label", "--service"),
+    ("channel_label", "--channel"),
+    ("webhook_url", "--slack-url-env"),
+    ("alert name", "--alertname"),
+    ("message name", "--alertname"),
+    ("summary", "--summary"),
+    ("text", "--text"),
+    ("label name", "--label"),
+    ("detail name", "--annotation"),
+];
+
+fn flag(error: &replaysafe_alert::Error, args: &AlertArgs) -> String {
+    let flag = flag_for(error.field(), &FLAGS, "send alert");
+    // The base URL of PagerDuty is --pagerduty-url.
+    if flag == "--alertmanager" && args.alertmanager.is_none() {
+        return "--pagerduty-url".to_owned();
+    }
+    flag.to_owned()
+}
+
+/// The alert the flags describe (Alertmanager and PagerDuty).
+fn alert(args: &AlertArgs, receiver: &str) -> anyhow::Result<Alert> {
+    let name = args
+        .alertname
+        .as_deref()
+        .ok_or_else(|| anyhow!("--alertname is required with {receiver}"))?;
+    let summary = match (&args.summary, args.alertmanager.is_some()) {
+        (Some(summary), _) => summary.as_str(),
+        (None, true) => name,
+        (None, false) => bail!("--summary is required with {receiver}"),
+    };
+    let mut alert = Alert::trigger(name, summary).with_severity(args.severity.into());
+    for text in &args.labels {
+        let (name, value) = parse_pair("--label", text)?;
+        alert = alert.with_label(name, value);
+    }
+    for text in &args.annotations {
+        let (name, value) = parse_pair("--annotation", text)?;
+        alert = alert.with_detail(name, value);
+    }
+    Ok(if args.resolve {
+        alert.resolved()
+    } else {
+        alert
+    })
+}
+
+/// `replaysafe send alert`.
+pub async fn send(args: AlertArgs) -> anyhow::Result<Ended> {
+    let ssrf = args.ssrf.policy()?;
+    let built = |e: replaysafe_alert::Error| {
+        anyhow!("{}: {}", flag(&e, &args), replaysafe_core::error_chain(&e))
+    };
+    let flag_of = |e: &replaysafe_alert::Error| flag(e, &args);
+    if let Some(base) = &args.alertmanager {
+        let alert = alert(&args, "--alertmanager")?;
+        let builder = AlertmanagerClient::builder(base).ssrf_policy(ssrf);
+        let (cx, journal) = context_and_journal(&args.common)?;
+        let guard = builder.build(journal.clone()).map_err(built)?;
+        let what = format!("alert {}", alert.name());
+        return send_one(&guard, &cx, &alert, &what, flag_of, &journal).await;
+    }
+    if let Some(variable) = &args.pagerduty_routing_key_env {
+        let alert = alert(&args, "--pagerduty-routing-key-env")?;
+        let key = secret_from_env("--pagerduty-routing-key-env", variable)?;
+        let mut builder = PagerDutyClient::builder(key).ssrf_policy(ssrf);
+        if let Some(url) = &args.pagerduty_url {
+            builder = builder.base_url(url);
+        }
+        if let Some(label) = &args.service {
+            builder = builder.service_label(label);
+        }
+        let (cx, journal) = context_and_journal(&args.common)?;
+        let guard = builder.build(journal.clone()).map_err(built)?;
+        let what = format!("alert {}", alert.name());
+        return send_one(&guard, &cx, &alert, &what, flag_of, &journal).await;
+    }
+    let Some(variable) = &args.slack_url_env else {
+        bail!("one of --alertmanager, --pagerduty-routing-key-env and --slack-url-env is required");
+    };
+    let text = args
+        .text
+        .as_deref()
+        .or(args.summary.as_deref())
+        .ok_or_else(|| anyhow!("--text is required with --slack-url-env"))?;
+    let name = args.alertname.as_deref().unwrap_or("notification");
+    let message = SlackMessage::new(name, text);
+    let url = secret_from_env("--slack-url-env", variable)?;
+    let mut builder = SlackClient::builder(url).ssrf_policy(ssrf);
+    if let Some(label) = &args.channel {
+        builder = builder.channel_label(label);
+    }
+    let (cx, journal) = context_and_journal(&args.common)?;
+    let guard = builder.build(journal.clone()).map_err(built)?;
+    let what = format!("slack message {name}");
+    send_one(&guard, &cx, &message, &what, flag_of, &journal).await
+}

@@ -1,0 +1,303 @@
+//! `replaysafe send`: the gate for shell scripts and Airflow BashOperator tasks.
+//!
+//! The context comes from the environment exactly as in the SDK, the journal from
+//! `REPLAYSAFE_JOURNAL` or `--journal`; secrets only from environment variables or files.
+//!
+//! Nothing secret or personal reaches stdout or stderr: an error names the flag and what
+//! was wrong without repeating the value, a URL is shown as the journal shows it (scheme,
+//! host, port and path at most, through the redaction policy chosen with `--redact`), and
+//! an email address as `*@domain` unless `--redact full` is asked for.
+//!
+//! One module per subcommand; what they share (the context and journal, `--max-age`,
+//! `--allow-host`, secrets from the environment, the stderr line per effect) is here.
+
+pub mod alert;
+pub mod email;
+pub mod metric;
+pub mod sftp;
+pub mod trigger;
+pub mod webhook;
+
+pub use email::{EmailRequest, email};
+pub use webhook::{UrlSource, WebhookRequest, webhook};
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, anyhow, bail};
+use chrono::TimeDelta;
+use replaysafe_core::{
+    Classify, EffectClient, EffectKind, Guard, JsonlJournal, Outcome, RedactionPolicy,
+    ReplayContext, SendError, TargetRedaction,
+};
+use replaysafe_webhook::SsrfPolicy;
+use secrecy::SecretString;
+
+/// What every `send` takes besides its effect.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct Common {
+    /// Journal path (default: REPLAYSAFE_JOURNAL).
+    #[arg(long)]
+    pub journal: Option<PathBuf>,
+    /// Override a kind's max age for this send, KIND=DURATION such as email=2h (repeatable; REPLAYSAFE_MAX_AGE sets them from the environment, and the flag wins).
+    #[arg(long = "max-age", value_name = "KIND=DURATION", value_parser = crate::duration::parse_kind_age)]
+    pub max_age: Vec<(EffectKind, TimeDelta)>,
+}
+
+/// How a send ended, for the exit code.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Every effect was delivered or suppressed.
+    Done,
+    /// A delivery was attempted and failed.
+    Failed,
+}
+
+/// How a target appears on stderr and in the journal (`--redact`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Redact {
+    /// A URL as scheme, host, port and path; an email address in full.
+    Full,
+    /// A URL as scheme, host and port; an email address as `*@domain`.
+    Origin,
+    /// `sha256:` and 16 hex characters of the target: joinable across journals, not readable.
+    Hashed,
+}
+
+impl Redact {
+    /// The journal's redaction policy for this choice.
+    pub fn policy(self) -> RedactionPolicy {
+        RedactionPolicy::new(match self {
+            Redact::Full => TargetRedaction::Full,
+            Redact::Origin => TargetRedaction::DomainOnly,
+            Redact::Hashed => TargetRedaction::Hashed,
+        })
+    }
+}
+
+/// A clap value parser for text flags: the value must be UTF-8. The error names the flag
+/// and does not repeat the value, which may be a secret.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Utf8Text;
+
+impl clap::builder::TypedValueParser for Utf8Text {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        command: &clap::Command,
+        argument: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<String, clap::Error> {
+        value.to_str().map(str::to_owned).ok_or_else(|| {
+            let flag = argument
+                .and_then(clap::Arg::get_long)
+                .map_or_else(|| "a flag".to_owned(), |long| format!("--{long}"));
+            clap::Error::raw(
+                clap::error::ErrorKind::InvalidUtf8,
+                format!("{flag}: the value is not valid UTF-8\n"),
+            )
+            .with_cmd(command)
+        })
+    }
+}
+
+/// Reads `@FILE` as the file's contents, anything else as itself.
+pub fn text_or_file(flag: &str, value: &str) -> anyhow::Result<String> {
+    match value.strip_prefix('@') {
+        Some(path) => {
+            let bytes = std::fs::read(path).with_context(|| format!("{flag}: reading {path}"))?;
+            String::from_utf8(bytes).map_err(|_| anyhow!("{flag}: {path} is not valid UTF-8"))
+        }
+        None => Ok(value.to_owned()),
+    }
+}
+
+/// The value of `variable`, which must be set, non-empty and UTF-8. Errors name the flag
+/// and the variable, never the value.
+fn env_text(flag: &str, variable: &str) -> anyhow::Result<String> {
+    match std::env::var_os(variable) {
+        None => bail!("{flag}: environment variable {variable} is not set"),
+        Some(value) if value.is_empty() => {
+            bail!("{flag}: environment variable {variable} is empty")
+        }
+        Some(value) => value
+            .into_string()
+            .map_err(|_| anyhow!("{flag}: environment variable {variable} is not valid UTF-8")),
+    }
+}
+
+fn secret_from_env(flag: &str, variable: &str) -> anyhow::Result<SecretString> {
+    env_text(flag, variable).map(SecretString::from)
+}
+
+/// `--allow-host`, for the subcommands that send over HTTP.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct AllowHosts {
+    /// Host, IP address or CIDR network (127.0.0.0/8, ::1/128) the SSRF guard lets through even if internal (repeatable).
+    #[arg(long = "allow-host", value_name = "HOST|CIDR", value_parser = Utf8Text)]
+    pub allow_hosts: Vec<String>,
+}
+
+impl AllowHosts {
+    /// The SSRF policy with these entries let through.
+    fn policy(&self) -> anyhow::Result<SsrfPolicy> {
+        ssrf_policy(&self.allow_hosts)
+    }
+}
+
+/// The SSRF policy with every `--allow-host` entry (host, IP address or CIDR) let through.
+fn ssrf_policy(allow_hosts: &[String]) -> anyhow::Result<SsrfPolicy> {
+    let mut policy = SsrfPolicy::default();
+    for entry in allow_hosts {
+        policy = policy
+            .allow(entry)
+            .map_err(|e| anyhow!("--allow-host: {e}"))?;
+    }
+    Ok(policy)
+}
+
+/// `K=V` for `flag`; the error names the flag and does not repeat the text.
+fn parse_pair(flag: &str, text: &str) -> anyhow::Result<(String, String)> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| anyhow!("{flag}: expected NAME=VALUE"))?;
+    let key = key.trim();
+    if key.is_empty() {
+        bail!("{flag}: expected NAME=VALUE (the name is empty)");
+    }
+    Ok((key.to_owned(), value.trim().to_owned()))
+}
+
+/// The flag behind an adapter's field: `flags` maps field names to flags; anything else
+/// is the subcommand itself.
+fn flag_for(
+    field: Option<&str>,
+    flags: &[(&str, &'static str)],
+    command: &'static str,
+) -> &'static str {
+    field
+        .and_then(|field| flags.iter().find(|(name, _)| *name == field))
+        .map_or(command, |(_, flag)| flag)
+}
+
+/// The context from the environment, with `--max-age` applied, and the journal.
+fn context_and_journal(common: &Common) -> anyhow::Result<(ReplayContext, Arc<JsonlJournal>)> {
+    let cx = ReplayContext::from_env().context("resolving the context from the environment")?;
+    let mut recency = cx.recency().clone();
+    for (kind, age) in &common.max_age {
+        recency = recency
+            .with_max_age(kind.clone(), *age)
+            .map_err(|e| anyhow!("--max-age: {e}"))?;
+    }
+    let cx = cx.with_recency(recency);
+    let path = common
+        .journal
+        .as_deref()
+        .map(Path::to_path_buf)
+        .or_else(|| cx.journal_path().map(Path::to_path_buf))
+        .ok_or_else(|| {
+            anyhow!(
+                "no journal: set REPLAYSAFE_JOURNAL or pass --journal (every decision is journaled)"
+            )
+        })?;
+    let journal = JsonlJournal::open(&path)?;
+    Ok((cx, Arc::new(journal)))
+}
+
+/// One line on stderr saying what happened to one effect; returns whether it failed.
+fn announce<R, E: std::error::Error + Classify + 'static>(
+    what: &str,
+    target: &str,
+    result: &Result<Outcome<R>, SendError<E>>,
+    scrub: impl Fn(String) -> String,
+) -> anyhow::Result<bool> {
+    match result {
+        Ok(Outcome::Delivered(delivered)) => {
+            eprintln!(
+                "replaysafe: delivered {what} to {target} (attempts {}, key {})",
+                delivered.attempts, delivered.key
+            );
+            Ok(false)
+        }
+        Ok(Outcome::Suppressed(suppressed)) => {
+            let reasons: Vec<&str> = suppressed.reasons.iter().map(|r| r.as_str()).collect();
+            eprintln!(
+                "replaysafe: suppressed {what} to {target}: {} (key {})",
+                reasons.join(", "),
+                suppressed.key
+            );
+            Ok(false)
+        }
+        Err(SendError::Failed { attempts, source }) => {
+            eprintln!(
+                "replaysafe: failed {what} to {target} after {attempts} attempt(s): {}",
+                scrub(replaysafe_core::error_chain(source))
+            );
+            Ok(true)
+        }
+        Err(error) => Err(anyhow::Error::msg(format!(
+            "{what} to {target}: {}",
+            scrub(replaysafe_core::error_chain(error))
+        ))),
+    }
+}
+
+/// Flushes the journal and says how the send ended.
+fn finish(journal: &JsonlJournal, failed: anyhow::Result<bool>) -> anyhow::Result<Ended> {
+    replaysafe_core::Journal::flush(journal)?;
+    Ok(if failed? { Ended::Failed } else { Ended::Done })
+}
+
+/// Where `effect` goes, as the journal shows it; an invalid effect is an error naming the
+/// flag `flag_of` gives for the adapter's error. Nothing is sent or journaled.
+fn target_of<C>(
+    guard: &Guard<C>,
+    cx: &ReplayContext,
+    effect: &C::Effect,
+    flag_of: impl Fn(&C::Error) -> String,
+) -> anyhow::Result<String>
+where
+    C: EffectClient,
+    C::Error: std::error::Error + Classify + 'static,
+{
+    let preview = guard.preview(cx, effect).map_err(|e| match &e {
+        SendError::Invalid(invalid) => anyhow!(
+            "{}: {}",
+            flag_of(invalid),
+            replaysafe_core::error_chain(invalid)
+        ),
+        other => anyhow!("{}", replaysafe_core::error_chain(other)),
+    })?;
+    Ok(guard
+        .redaction()
+        .target()
+        .apply(preview.description.target())
+        .into_owned())
+}
+
+/// Sends one effect through `guard`, says on stderr what became of it (`what` to the
+/// target as the journal shows it), and flushes the journal.
+async fn send_one<C>(
+    guard: &Guard<C>,
+    cx: &ReplayContext,
+    effect: &C::Effect,
+    what: &str,
+    flag_of: impl Fn(&C::Error) -> String,
+    journal: &JsonlJournal,
+) -> anyhow::Result<Ended>
+where
+    C: EffectClient,
+    C::Error: std::error::Error + Classify + 'static,
+{
+    let target = target_of(guard, cx, effect, flag_of)?;
+    let result = guard.send(cx, effect).await;
+    finish(journal, announce(what, &target, &result, |text| text))
+}
+
+/// Reads `@FILE` or the text itself as JSON; errors name `flag`.
+pub fn json_value(flag: &str, value: &str) -> anyhow::Result<serde_json::Value> {
+    let text = text_or_file(flag, value)?;
+    serde_json::from_str(&text).map_err(|e| anyhow!("{flag}: not valid JSON ({e})"))
+}
