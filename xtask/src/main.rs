@@ -1,8 +1,8 @@
 //! replaysafe's automation, the only entry point of every check.
 //!
-//! - `cargo xtask ci [--airflow]`: format, lints, every test against real loopback servers,
-//!   docs, the dependency boundary of replaysafe-core; prints the time of each phase.
-//!   `--airflow` adds `cargo xtask airflow`.
+//! - `cargo xtask ci [--no-airflow]`: format, lints, every test against real loopback
+//!   servers, docs, the dependency boundary of replaysafe-core, and `cargo xtask airflow`;
+//!   prints the time of each phase.
 //! - `cargo xtask airflow`: replaysafe under a real Airflow 3.3.2 (scheduler, backfill,
 //!   catch-up), installed from PyPI into `target/airflow`.
 //! - `cargo xtask demo`: the example pipeline, live window then backfill.
@@ -61,8 +61,8 @@ const HELP: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci [--airflow]     every check CI runs: fmt, clippy, tests against real servers, docs, dependency boundary;
-                     --airflow adds the real-Airflow check below
+  ci [--no-airflow]  every check CI runs: fmt, clippy, tests against real servers, docs, dependency boundary,
+                     and the real-Airflow check below (--no-airflow leaves it out)
   airflow            replaysafe under a real Airflow 3.3.2 (scheduler, backfill, catch-up); installs it under target/airflow
   demo [--real]      the example pipeline: the current window delivered, a backfill suppressed
   browser            the demo's report page in headless Chromium (installed from Debian): DOM and counts

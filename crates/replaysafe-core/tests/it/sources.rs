@@ -2,7 +2,7 @@
 //! values beside Airflow's, instants, future windows and raw (non-UTF-8) environments.
 //!
 //! The environment shapes are the ones a real Airflow 3.3.2 gave its tasks under its
-//! default configuration (`cargo xtask ci --airflow` runs that Airflow).
+//! default configuration (`cargo xtask airflow`, the last phase of `cargo xtask ci`, runs that Airflow).
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
