@@ -40,6 +40,18 @@ pub enum Error {
         /// What is wrong with it.
         problem: String,
     },
+    /// A file named by a variable or a flag (an opt-in, a key, the trusted approvers) could
+    /// not be read or is malformed; the cause says which.
+    #[error("reading {what} {path}")]
+    File {
+        /// What the file is.
+        what: &'static str,
+        /// Its path.
+        path: String,
+        /// Why it could not be read.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
     /// The journal could not be opened.
     #[error("opening the journal")]
     Journal(#[source] crate::journal::JournalError),

@@ -85,6 +85,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod approval;
 mod client;
 mod clock;
 mod context;
@@ -101,6 +102,7 @@ mod retry;
 mod run;
 mod window;
 
+pub use approval::{ApproverKey, TrustedApprovers};
 pub use client::{Classify, Delivery, EffectClient};
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use context::{ReplayContext, ReplayContextBuilder};
