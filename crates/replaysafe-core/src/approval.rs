@@ -224,9 +224,8 @@ impl OptIn {
     /// an unknown effect kind, both or neither of `backfill_id` and `run_id_pattern`, a key
     /// or signature that is not base64 of the right length.
     pub fn from_file_json(text: &str) -> Result<OptIn, Error> {
-        let file: OptInFile = serde_json::from_str(text).map_err(|e| {
-            Error::invalid("opt_in", "", format!("not a valid opt-in file ({e})"))
-        })?;
+        let file: OptInFile = serde_json::from_str(text)
+            .map_err(|e| Error::invalid("opt_in", "", format!("not a valid opt-in file ({e})")))?;
         if file.format != OPT_IN_FORMAT {
             return Err(Error::invalid(
                 "opt_in.format",
@@ -305,8 +304,9 @@ impl OptIn {
     /// is malformed is [`Error::File`] naming it.
     pub fn read_file(path: impl AsRef<Path>) -> Result<OptIn, Error> {
         let path = path.as_ref();
-        read_text("opt-in file", path)
-            .and_then(|text| OptIn::from_file_json(&text).map_err(|e| file_error("opt-in file", path, e)))
+        read_text("opt-in file", path).and_then(|text| {
+            OptIn::from_file_json(&text).map_err(|e| file_error("opt-in file", path, e))
+        })
     }
 }
 
@@ -332,11 +332,7 @@ fn decode_exact<const N: usize>(text: &str, field: &'static str) -> Result<[u8; 
         .decode(text.trim())
         .map_err(|_| Error::invalid(field, "", "not base64"))?;
     bytes.try_into().map_err(|bytes: Vec<u8>| {
-        Error::invalid(
-            field,
-            "",
-            format!("{} bytes, expected {N}", bytes.len()),
-        )
+        Error::invalid(field, "", format!("{} bytes, expected {N}", bytes.len()))
     })
 }
 
@@ -351,13 +347,8 @@ fn verify(key: &[u8; 32], text: &[u8], signature: &[u8; 64]) -> bool {
 
 fn read_text(what: &'static str, path: &Path) -> Result<String, Error> {
     let bytes = std::fs::read(path).map_err(|e| file_error(what, path, e))?;
-    String::from_utf8(bytes).map_err(|_| {
-        file_error(
-            what,
-            path,
-            Error::invalid("file", "", "not valid UTF-8"),
-        )
-    })
+    String::from_utf8(bytes)
+        .map_err(|_| file_error(what, path, Error::invalid("file", "", "not valid UTF-8")))
 }
 
 fn file_error(
@@ -491,7 +482,11 @@ pub struct TrustedApprovers {
 impl fmt::Debug for TrustedApprovers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map()
-            .entries(self.by_key.iter().map(|(key, name)| (name, fingerprint(key))))
+            .entries(
+                self.by_key
+                    .iter()
+                    .map(|(key, name)| (name, fingerprint(key))),
+            )
             .finish()
     }
 }
@@ -627,7 +622,10 @@ mod tests {
         let text = signed.to_file_json().unwrap();
         let read = OptIn::from_file_json(&text).unwrap();
         assert_eq!(read, signed);
-        assert!(matches!(read.signature, SignatureCheck::Signed { valid: true, .. }));
+        assert!(matches!(
+            read.signature,
+            SignatureCheck::Signed { valid: true, .. }
+        ));
         let unsigned = OptIn::from_file_json(&opt_in().to_file_json().unwrap()).unwrap();
         assert_eq!(unsigned.signature, SignatureCheck::Unsigned);
     }
@@ -659,7 +657,11 @@ mod tests {
         let text = opt_in().to_file_json().unwrap();
         for (from, to, field) in [
             ("\"format\"", "\"formats\"", "opt_in"),
-            ("replaysafe-opt-in/1", "replaysafe-opt-in/2", "opt_in.format"),
+            (
+                "replaysafe-opt-in/1",
+                "replaysafe-opt-in/2",
+                "opt_in.format",
+            ),
             ("\"email\"", "\"e mail\"", "opt_in.kinds"),
             ("2026-09-01T00:00:00Z", "tomorrow", "opt_in.expires_at"),
             ("\"bf-2026-07\"", "null", "opt_in.backfill_id"),
@@ -698,7 +700,10 @@ mod tests {
         );
         // A secret key pasted into a trusted list is refused, without being repeated.
         let error = TrustedApprovers::parse(&secret).unwrap_err().to_string();
-        assert!(error.contains("line 1") && !error.contains(&seed), "{error}");
+        assert!(
+            error.contains("line 1") && !error.contains(&seed),
+            "{error}"
+        );
     }
 
     #[test]
@@ -724,12 +729,18 @@ mod tests {
 
     #[test]
     fn run_id_patterns_match_with_stars() {
-        assert!(run_id_matches("backfill__2026-07-*", "backfill__2026-07-05T00:00:00Z"));
+        assert!(run_id_matches(
+            "backfill__2026-07-*",
+            "backfill__2026-07-05T00:00:00Z"
+        ));
         assert!(run_id_matches("*", ""));
         assert!(run_id_matches("a*b*c", "aXbYbZc"));
         assert!(run_id_matches("exact", "exact"));
         assert!(!run_id_matches("exact", "exactly"));
-        assert!(!run_id_matches("backfill__2026-07-*", "backfill__2026-08-01"));
+        assert!(!run_id_matches(
+            "backfill__2026-07-*",
+            "backfill__2026-08-01"
+        ));
         assert!(!run_id_matches("a*b", "a"));
     }
 }

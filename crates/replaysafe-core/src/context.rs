@@ -9,8 +9,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use crate::{
-    Clock, Error, Mode, OptIn, RecencyPolicy, RunId, RunKind, SystemClock, TrustedApprovers,
-    Window,
+    Clock, Error, Mode, OptIn, RecencyPolicy, RunId, RunKind, SystemClock, TrustedApprovers, Window,
 };
 
 /// Everything the gate needs to know about a run: pipeline, run id, run kind, data

@@ -122,7 +122,11 @@ impl ReplayContext {
     /// its signature (a bad one never counts; with trusted approvers configured, only a
     /// valid signature by one of their keys does), its scope (pipeline, backfill, run-id
     /// pattern), its expiry.
-    fn weigh(&self, opt_in: &OptIn, now: chrono::DateTime<chrono::Utc>) -> (Option<&str>, Option<Reason>) {
+    fn weigh(
+        &self,
+        opt_in: &OptIn,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> (Option<&str>, Option<Reason>) {
         let signer = self
             .trusted_approvers()
             .and_then(|trusted| trusted.name_of(opt_in));

@@ -256,7 +256,11 @@ impl From<&OptIn> for RecordOptIn {
             reason: opt_in.reason().to_owned(),
             approved_by: opt_in.signer().unwrap_or(opt_in.approved_by()).to_owned(),
             expires_at: opt_in.expires_at(),
-            kinds: opt_in.kinds().iter().map(|k| k.as_str().to_owned()).collect(),
+            kinds: opt_in
+                .kinds()
+                .iter()
+                .map(|k| k.as_str().to_owned())
+                .collect(),
             targets: opt_in.targets().map(|t| t.iter().cloned().collect()),
             pipeline: opt_in.pipeline().map(str::to_owned),
             backfill_id: opt_in.backfill_id().map(str::to_owned),
