@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod approve;
 pub mod context;
 pub mod diff;
 pub mod duration;

@@ -199,7 +199,7 @@ fn parse_secret_header(text: &str) -> anyhow::Result<(String, String)> {
 fn context_and_journal(
     journal: Option<&Path>,
 ) -> anyhow::Result<(ReplayContext, Arc<JsonlJournal>)> {
-    let cx = ReplayContext::from_env().context("resolving the context from the environment")?;
+    let cx = crate::approve::send_context()?;
     let path = journal
         .map(Path::to_path_buf)
         .or_else(|| cx.journal_path().map(Path::to_path_buf))
