@@ -84,7 +84,10 @@ pub fn parse_expiry(text: &str, now: DateTime<Utc>) -> anyhow::Result<DateTime<U
 /// Builds the opt-in, prints what it covers (the backfill's plan for its kinds, when a
 /// range is given) and writes the file; returns what was printed.
 pub fn approve(request: &Request) -> anyhow::Result<String> {
-    anyhow::ensure!(!request.kinds.is_empty(), "--kind: name at least one effect kind");
+    anyhow::ensure!(
+        !request.kinds.is_empty(),
+        "--kind: name at least one effect kind"
+    );
     let mut opt_in = OptIn::new(&request.reason, &request.approved_by, request.expires_at)
         .context("--reason and --approved-by")?
         .for_pipeline(&request.pipeline);
@@ -196,7 +199,10 @@ pub fn keygen(name: &str, dir: &Path) -> anyhow::Result<String> {
     let public_path = dir.join(format!("{name}.pub"));
     for path in [&secret_path, &public_path] {
         if path.exists() {
-            bail!("{} already exists; keys are never overwritten", path.display());
+            bail!(
+                "{} already exists; keys are never overwritten",
+                path.display()
+            );
         }
     }
     let mut options = std::fs::OpenOptions::new();
@@ -230,8 +236,7 @@ pub fn use_opt_in_files(paths: Vec<PathBuf>) {
 /// The context of a `send`: the environment (`REPLAYSAFE_OPT_IN` and
 /// `REPLAYSAFE_TRUSTED_APPROVERS` included) and every `--opt-in` file.
 pub fn send_context() -> anyhow::Result<ReplayContext> {
-    let mut cx =
-        ReplayContext::from_env().context("resolving the context from the environment")?;
+    let mut cx = ReplayContext::from_env().context("resolving the context from the environment")?;
     for path in SEND_OPT_INS.get().into_iter().flatten() {
         cx = cx.with_opt_in(OptIn::read_file(path).context("--opt-in")?);
     }
@@ -245,15 +250,17 @@ mod tests {
     #[test]
     fn expiry_is_a_duration_or_a_time_ahead() {
         let now = "2026-08-06T01:00:00Z".parse::<DateTime<Utc>>().unwrap();
-        assert_eq!(
-            parse_expiry("2h", now).unwrap(),
-            now + TimeDelta::hours(2)
-        );
+        assert_eq!(parse_expiry("2h", now).unwrap(), now + TimeDelta::hours(2));
         assert_eq!(
             parse_expiry("2026-08-07T00:00:00Z", now).unwrap(),
             "2026-08-07T00:00:00Z".parse::<DateTime<Utc>>().unwrap()
         );
         assert!(parse_expiry("2026-08-05T00:00:00Z", now).is_err());
-        assert!(parse_expiry("soon", now).unwrap_err().to_string().contains("--expires"));
+        assert!(
+            parse_expiry("soon", now)
+                .unwrap_err()
+                .to_string()
+                .contains("--expires")
+        );
     }
 }

@@ -469,7 +469,9 @@ fn run_approve(args: ApproveArgs) -> anyhow::Result<String> {
         approved_by: required(args.approved_by, "--approved-by")?,
         expires_at: approve::parse_expiry(&required(args.expires, "--expires")?, now)?,
         key: args.key,
-        out: args.out.ok_or_else(|| anyhow::anyhow!("--out is required"))?,
+        out: args
+            .out
+            .ok_or_else(|| anyhow::anyhow!("--out is required"))?,
         range,
         now,
     };

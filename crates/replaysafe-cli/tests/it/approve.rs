@@ -32,8 +32,19 @@ fn keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
 fn approve(out: &Path, key: Option<&Path>, extra: &[&str]) -> String {
     let mut command = clean_command();
     command
-        .args(["approve", "--pipeline", "daily_orders", "--backfill-id", "bf-2026-07"])
-        .args(["--kind", "webhook", "--reason", "partner lost July's events"])
+        .args([
+            "approve",
+            "--pipeline",
+            "daily_orders",
+            "--backfill-id",
+            "bf-2026-07",
+        ])
+        .args([
+            "--kind",
+            "webhook",
+            "--reason",
+            "partner lost July's events",
+        ])
         .args(["--approved-by", "jane@ops", "--expires", "1d", "--out"])
         .arg(out)
         .args(extra);
@@ -97,8 +108,14 @@ fn approve_shows_the_plan_and_writes_a_signed_file() {
     );
     assert!(shown.contains("backfill id  bf-2026-07"), "{shown}");
     assert!(shown.contains("2026-07-03 → 2026-07-04"), "{shown}");
-    assert!(shown.contains("suppress (replay_run, stale_window)"), "{shown}");
-    assert!(shown.contains("with it, 3 window-kind pair(s) may deliver"), "{shown}");
+    assert!(
+        shown.contains("suppress (replay_run, stale_window)"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("with it, 3 window-kind pair(s) may deliver"),
+        "{shown}"
+    );
     let opt_in = OptIn::read_file(&out).unwrap();
     assert!(opt_in.is_signed() && !opt_in.has_bad_signature());
     assert_eq!(opt_in.backfill_id(), Some("bf-2026-07"));
@@ -108,8 +125,23 @@ fn approve_shows_the_plan_and_writes_a_signed_file() {
     );
     // Bad input is exit 2 naming the flag.
     let output = clean_command()
-        .args(["approve", "--pipeline", "p", "--backfill-id", "b", "--kind", "email"])
-        .args(["--reason", "r", "--approved-by", "a", "--expires", "2020-01-01T00:00:00Z"])
+        .args([
+            "approve",
+            "--pipeline",
+            "p",
+            "--backfill-id",
+            "b",
+            "--kind",
+            "email",
+        ])
+        .args([
+            "--reason",
+            "r",
+            "--approved-by",
+            "a",
+            "--expires",
+            "2020-01-01T00:00:00Z",
+        ])
         .arg("--out")
         .arg(dir.path().join("x.json"))
         .output()
@@ -138,8 +170,18 @@ fn send(
     let start = Utc::now() - TimeDelta::days(30);
     let mut command = clean_command();
     command
-        .args(["send", "webhook", "--url", &format!("http://{address}/hooks/orders")])
-        .args(["--event-type", "orders.published", "--data", "{\"orders\":1}"])
+        .args([
+            "send",
+            "webhook",
+            "--url",
+            &format!("http://{address}/hooks/orders"),
+        ])
+        .args([
+            "--event-type",
+            "orders.published",
+            "--data",
+            "{\"orders\":1}",
+        ])
         .args(["--allow-host", "127.0.0.1"])
         .env("REPLAYSAFE_PIPELINE", pipeline)
         .env("REPLAYSAFE_RUN_ID", "backfill__2026-07-05T00:00:00Z")
@@ -205,11 +247,31 @@ fn every_lifting_rule_holds_through_the_binary() {
 
     let ours = ("daily_orders", "bf-2026-07");
     let refused = [
-        ("wrong-pipeline", ("weekly_orders", "bf-2026-07"), Given::Env(&by_jane), "opt_in_out_of_scope"),
-        ("wrong-backfill", ("daily_orders", "bf-2026-08"), Given::Flag(&by_jane), "opt_in_out_of_scope"),
+        (
+            "wrong-pipeline",
+            ("weekly_orders", "bf-2026-07"),
+            Given::Env(&by_jane),
+            "opt_in_out_of_scope",
+        ),
+        (
+            "wrong-backfill",
+            ("daily_orders", "bf-2026-08"),
+            Given::Flag(&by_jane),
+            "opt_in_out_of_scope",
+        ),
         ("expired", ours, Given::Flag(&expired), "opt_in_expired"),
-        ("tampered", ours, Given::Env(&tampered), "opt_in_bad_signature"),
-        ("untrusted", ours, Given::Flag(&by_mallory), "opt_in_untrusted"),
+        (
+            "tampered",
+            ours,
+            Given::Env(&tampered),
+            "opt_in_bad_signature",
+        ),
+        (
+            "untrusted",
+            ours,
+            Given::Flag(&by_mallory),
+            "opt_in_untrusted",
+        ),
         ("unsigned", ours, Given::Env(&unsigned), "opt_in_unsigned"),
     ];
     for (name, run, given, reason) in refused {
@@ -218,13 +280,27 @@ fn every_lifting_rule_holds_through_the_binary() {
         assert!(stderr.contains("suppressed"), "{name}: {stderr}");
         assert_eq!(records.len(), 1, "{name}");
         assert_eq!(records[0].decision, JournalDecision::Suppressed, "{name}");
-        assert_eq!(records[0].reasons.last().map(String::as_str), Some(reason), "{name}");
-        assert!(records[0].opt_in.is_some(), "{name}: the refused opt-in is journaled");
-        assert_eq!(received.lock().unwrap().len(), 0, "{name}: nothing may arrive");
+        assert_eq!(
+            records[0].reasons.last().map(String::as_str),
+            Some(reason),
+            "{name}"
+        );
+        assert!(
+            records[0].opt_in.is_some(),
+            "{name}: the refused opt-in is journaled"
+        );
+        assert_eq!(
+            received.lock().unwrap().len(),
+            0,
+            "{name}: nothing may arrive"
+        );
     }
 
     // The positive control: the file signed by a trusted key lifts, by flag and by env.
-    for (name, given) in [("trusted-flag", Given::Flag(&by_jane)), ("trusted-env", Given::Env(&by_jane))] {
+    for (name, given) in [
+        ("trusted-flag", Given::Flag(&by_jane)),
+        ("trusted-env", Given::Env(&by_jane)),
+    ] {
         let before = received.lock().unwrap().len();
         let (code, stderr, records) = send(address, dir, name, ours, given, Some(trusted));
         assert_eq!(code, Some(0), "{name}: {stderr}");
@@ -285,7 +361,12 @@ fn malformed_opt_in_or_trusted_files_are_bad_input() {
     for (name, given, trusted, names) in [
         ("broken-env", Given::Env(&broken), None, "broken.json"),
         ("broken-flag", Given::Flag(&broken), None, "broken.json"),
-        ("bad-trust", Given::Env(&good), Some(bad_trust.as_path()), "trusted"),
+        (
+            "bad-trust",
+            Given::Env(&good),
+            Some(bad_trust.as_path()),
+            "trusted",
+        ),
     ] {
         let (code, stderr, records) = send(address, dir, name, ours, given, trusted);
         assert_eq!(code, Some(2), "{name}: {stderr}");
