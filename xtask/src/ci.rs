@@ -96,6 +96,7 @@ fn run_phases(phases: &mut Vec<(&'static str, Duration, bool)>) -> anyhow::Resul
         )
     })?;
     phase(phases, "demo", || crate::demo::run_real(env))?;
+    phase(phases, "python wheel", crate::dist::check)?;
     phase(phases, "stop services", || {
         drop(services.take());
         Ok(())

@@ -6,6 +6,8 @@
 //! - `cargo xtask airflow`: replaysafe under a real Airflow 3.3.2 (scheduler, backfill,
 //!   catch-up), installed from PyPI into `target/airflow`.
 //! - `cargo xtask demo`: the example pipeline, live window then backfill.
+//! - `cargo xtask dist`: the `replaysafe` command as a Python wheel in `target/dist/`
+//!   (`pip install replaysafe`), built with maturin from PyPI.
 //! - `cargo xtask bench`: benchmarks; writes `target/bench/summary.json`.
 //! - `cargo xtask services [NAME...]`: starts the test servers and prints their
 //!   environment, until interrupted, for running `cargo test` by hand.
@@ -16,6 +18,7 @@ mod airflow;
 mod bench;
 mod ci;
 mod demo;
+mod dist;
 mod services;
 mod system;
 #[cfg(test)]
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
         "ci" => ci::run(rest),
         "airflow" => airflow::run(rest),
         "demo" => demo::run(rest),
+        "dist" => dist::run(rest),
         "bench" => bench::run(rest),
         "services" => services::run_foreground(rest),
         "help" | "--help" | "-h" => {
@@ -58,6 +62,8 @@ commands:
                      --airflow adds the real-Airflow check below
   airflow            replaysafe under a real Airflow 3.3.2 (scheduler, backfill, catch-up); installs it under target/airflow
   demo [--real]      the example pipeline: the current window delivered, a backfill suppressed
+  dist [--profile P] the replaysafe command as a Python wheel (maturin, release profile by default) in target/dist/;
+                     --check builds it with the dev profile, installs it into a fresh virtualenv and runs its replaysafe
   bench              benchmarks; writes target/bench/summary.json
   services [NAME..]  start test servers on 127.0.0.1, print their environment, wait for Ctrl-C
 ";
