@@ -98,7 +98,14 @@ pub(crate) fn check() -> anyhow::Result<()> {
     // The wheel has no dependencies: nothing but the file is installed.
     exec(
         Command::new(venv.join("bin/python"))
-            .args(["-m", "pip", "install", "--quiet", "--no-input", "--no-index"])
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-input",
+                "--no-index",
+            ])
             .arg(&wheel),
     )?;
     let replaysafe = venv.join("bin/replaysafe");
@@ -131,7 +138,11 @@ pub(crate) fn check() -> anyhow::Result<()> {
         ),
         ("REPLAYSAFE_JOURNAL", journal.display().to_string()),
     ];
-    let resolved = output(Command::new(&replaysafe).arg("context").envs(context.clone()))?;
+    let resolved = output(
+        Command::new(&replaysafe)
+            .arg("context")
+            .envs(context.clone()),
+    )?;
     anyhow::ensure!(
         resolved.contains("wheel_check") && resolved.contains("webhook    deliver"),
         "replaysafe context did not resolve the run as current:\n{resolved}"

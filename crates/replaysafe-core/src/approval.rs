@@ -136,6 +136,13 @@ struct SignedScope<'a> {
 }
 
 impl OptIn {
+    /// The kinds' names in byte order, as the file and the signed text list them.
+    fn kind_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.kinds().iter().map(EffectKind::as_str).collect();
+        names.sort_unstable();
+        names
+    }
+
     /// The bytes a signature covers, or `Missing` when the opt-in lacks a pipeline or a
     /// backfill id or run-id pattern (only a scoped opt-in can be written or signed).
     fn signed_text(&self) -> Result<Vec<u8>, Error> {
@@ -160,7 +167,7 @@ impl OptIn {
             pipeline,
             backfill_id: self.backfill_id(),
             run_id_pattern: self.run_id_pattern(),
-            kinds: self.kinds().iter().map(EffectKind::as_str).collect(),
+            kinds: self.kind_names(),
             targets: self
                 .targets()
                 .map(|targets| targets.iter().map(String::as_str).collect()),
@@ -196,7 +203,7 @@ impl OptIn {
             pipeline: self.pipeline().unwrap_or_default().to_owned(),
             backfill_id: self.backfill_id().map(str::to_owned),
             run_id_pattern: self.run_id_pattern().map(str::to_owned),
-            kinds: self.kinds().iter().map(|k| k.as_str().to_owned()).collect(),
+            kinds: self.kind_names().into_iter().map(str::to_owned).collect(),
             targets: self.targets().map(|t| t.iter().cloned().collect()),
             reason: self.reason().to_owned(),
             approved_by: self.approved_by().to_owned(),
@@ -628,6 +635,20 @@ mod tests {
         ));
         let unsigned = OptIn::from_file_json(&opt_in().to_file_json().unwrap()).unwrap();
         assert_eq!(unsigned.signature, SignatureCheck::Unsigned);
+    }
+
+    #[test]
+    fn the_signed_text_is_canonical_compact_json() {
+        let opt_in = opt_in()
+            .for_kind(EffectKind::Alert)
+            .for_target("b@x.example")
+            .for_target("a@x.example");
+        assert_eq!(
+            String::from_utf8(opt_in.signed_text().unwrap()).unwrap(),
+            "{\"format\":\"replaysafe-opt-in/1\",\"pipeline\":\"daily_orders\",\"backfill_id\":\"bf-2026-07\",\
+             \"run_id_pattern\":null,\"kinds\":[\"alert\",\"email\",\"webhook\"],\"targets\":[\"a@x.example\",\"b@x.example\"],\
+             \"reason\":\"re-send corrected invoices\",\"approved_by\":\"jane@ops\",\"expires_at\":\"2026-09-01T00:00:00Z\"}"
+        );
     }
 
     #[test]

@@ -345,3 +345,59 @@ fn journal_opt_in(cx: &ReplayContext, decision: &replaysafe_core::Decision) -> s
     let value: serde_json::Value = serde_json::from_slice(&line).unwrap();
     value["opt_in"].clone()
 }
+
+#[test]
+fn the_documented_example_file_reads_and_its_signature_verifies() {
+    let page = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/reference/opt-in-file.md"),
+    )
+    .unwrap();
+    let example = page
+        .split("```json\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .unwrap();
+    let opt_in = OptIn::from_file_json(example).unwrap();
+    assert!(opt_in.is_signed() && !opt_in.has_bad_signature());
+    assert_eq!(opt_in.backfill_id(), Some("bf-2026-07"));
+    // One changed byte of the documented file breaks its signature.
+    let tampered = OptIn::from_file_json(&example.replacen("July's", "June's", 1)).unwrap();
+    assert!(tampered.has_bad_signature());
+}
+
+#[test]
+fn an_opt_ins_targets_are_journaled_redacted_as_the_effects_target_is() {
+    use replaysafe_core::{
+        EffectDescription, EffectRecord, IdempotencyKey, RedactionPolicy, Step, TargetRedaction,
+    };
+    let files = Files::new();
+    let path = files.write(
+        "opt-in.json",
+        &opt_in()
+            .for_target("ana@shop.example")
+            .to_file_json()
+            .unwrap(),
+    );
+    let cx = backfill("daily_orders", "bf-2026-07", &path, None).unwrap();
+    let decision = decide(&cx);
+    assert!(decision.delivers());
+    let description =
+        EffectDescription::new(EffectKind::Email, "invoice", "ana@shop.example").unwrap();
+    let key = IdempotencyKey::derive(
+        cx.pipeline(),
+        description.kind(),
+        "invoice",
+        description.target(),
+        cx.window(),
+    );
+    let journal = MemoryJournal::new();
+    let domain_only = RedactionPolicy::new(TargetRedaction::DomainOnly);
+    EffectRecord::new(&cx, &description, &key, &decision, domain_only)
+        .write(&journal, Step::Delivered(1))
+        .unwrap();
+    let mut line = Vec::new();
+    journal.records()[0].entry().write_json(&mut line);
+    let line = String::from_utf8(line).unwrap();
+    assert!(!line.contains("ana@"), "{line}");
+    assert!(line.contains("\"targets\":[\"*@shop.example\"]"), "{line}");
+}
