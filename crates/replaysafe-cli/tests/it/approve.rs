@@ -375,3 +375,44 @@ fn malformed_opt_in_or_trusted_files_are_bad_input() {
     }
     assert_eq!(received.lock().unwrap().len(), 0);
 }
+
+#[test]
+fn context_shows_the_opt_ins_and_whether_they_lift() {
+    let dir = tempfile::tempdir().unwrap();
+    let (jane_key, jane_pub) = keygen(dir.path(), "jane");
+    let (_, joe_pub) = keygen(dir.path(), "joe");
+    let approval = dir.path().join("approval.json");
+    approve(&approval, Some(&jane_key), &[]);
+    let start = Utc::now() - TimeDelta::days(30);
+    let context = |trusted: &Path| {
+        let output = clean_command()
+            .arg("context")
+            .env("REPLAYSAFE_PIPELINE", "daily_orders")
+            .env("REPLAYSAFE_RUN_ID", "backfill__1")
+            .env("REPLAYSAFE_RUN_KIND", "backfill")
+            .env("REPLAYSAFE_BACKFILL_ID", "bf-2026-07")
+            .env("REPLAYSAFE_WINDOW_START", replaysafe_core::rfc3339(start))
+            .env(
+                "REPLAYSAFE_WINDOW_END",
+                replaysafe_core::rfc3339(start + TimeDelta::days(1)),
+            )
+            .env("REPLAYSAFE_OPT_IN", &approval)
+            .env("REPLAYSAFE_TRUSTED_APPROVERS", trusted)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let shown = context(&jane_pub);
+    assert!(
+        shown.contains(
+            "opt-in       webhook to every target; pipeline daily_orders; backfill bf-2026-07"
+        ),
+        "{shown}"
+    );
+    assert!(shown.contains("webhook    deliver"), "{shown}");
+    assert!(shown.contains("email      suppress"), "{shown}");
+    let shown = context(&joe_pub);
+    assert!(shown.contains("webhook    suppress"), "{shown}");
+    assert!(shown.contains("opt_in_untrusted"), "{shown}");
+}
