@@ -68,7 +68,8 @@
 //!
 //! [`ReplayContext::from_env`] reads `REPLAYSAFE_PIPELINE`, `REPLAYSAFE_RUN_ID`,
 //! `REPLAYSAFE_RUN_KIND`, `REPLAYSAFE_REPLAY`, `REPLAYSAFE_WINDOW_START`/`_END`,
-//! `REPLAYSAFE_BACKFILL_ID`, `REPLAYSAFE_MODE` and `REPLAYSAFE_JOURNAL`, falling back to
+//! `REPLAYSAFE_BACKFILL_ID`, `REPLAYSAFE_MODE`, `REPLAYSAFE_JOURNAL`, `REPLAYSAFE_OPT_IN` (an
+//! opt-in file, see [`approval`]) and `REPLAYSAFE_TRUSTED_APPROVERS`, falling back to
 //! Airflow's `AIRFLOW_CTX_DAG_ID`, `AIRFLOW_CTX_DAG_RUN_ID` (its prefix gives the run
 //! kind; an unknown prefix is [`RunKind::Unknown`]), `AIRFLOW_CTX_TRY_NUMBER`,
 //! `AIRFLOW_CTX_RUN_TYPE`, `AIRFLOW_CTX_DATA_INTERVAL_START`/`_END` and

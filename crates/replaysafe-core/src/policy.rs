@@ -144,7 +144,12 @@ impl RecencyPolicy {
 /// approved it, and when it expires. It lifts `replay_run`, `replay_flag` and
 /// `stale_window`; it never lifts `dry_run`, `unknown_context`, `conflicting_context` or
 /// `future_window`.
-/// Every delivery it enables is journaled with it.
+/// It may be restricted to one pipeline and one backfill (or runs whose id matches a
+/// pattern); in any other run it lifts nothing (`opt_in_out_of_scope`). Read from a file
+/// ([`OptIn::read_file`], `REPLAYSAFE_OPT_IN`) it may carry an ed25519 signature; one that
+/// does not verify lifts nothing, and with trusted approvers configured only one signed by
+/// them lifts anything (see [`crate::approval`]).
+/// Every delivery it enables is journaled with it, scope and signer included.
 ///
 /// ```
 /// use chrono::{TimeZone, Utc};
