@@ -232,7 +232,7 @@ impl OptIn {
     /// or signature that is not base64 of the right length.
     pub fn from_file_json(text: &str) -> Result<OptIn, Error> {
         let file: OptInFile = serde_json::from_str(text)
-            .map_err(|e| Error::invalid("opt_in", "", format!("not a valid opt-in file ({e})")))?;
+            .map_err(|e| Error::malformed("opt_in", format!("not a valid opt-in file ({e})")))?;
         if file.format != OPT_IN_FORMAT {
             return Err(Error::invalid(
                 "opt_in.format",
@@ -257,9 +257,8 @@ impl OptIn {
                 opt_in = opt_in.for_run_ids(non_blank("opt_in.run_id_pattern", pattern)?)
             }
             (Some(_), Some(_)) => {
-                return Err(Error::invalid(
+                return Err(Error::malformed(
                     "opt_in.run_id_pattern",
-                    "",
                     "give backfill_id or run_id_pattern, not both",
                 ));
             }
@@ -337,9 +336,9 @@ fn non_blank(field: &'static str, value: String) -> Result<String, Error> {
 fn decode_exact<const N: usize>(text: &str, field: &'static str) -> Result<[u8; N], Error> {
     let bytes = STANDARD
         .decode(text.trim())
-        .map_err(|_| Error::invalid(field, "", "not base64"))?;
+        .map_err(|_| Error::malformed(field, "not base64"))?;
     bytes.try_into().map_err(|bytes: Vec<u8>| {
-        Error::invalid(field, "", format!("{} bytes, expected {N}", bytes.len()))
+        Error::malformed(field, format!("{} bytes, expected {N}", bytes.len()))
     })
 }
 
@@ -355,7 +354,7 @@ fn verify(key: &[u8; 32], text: &[u8], signature: &[u8; 64]) -> bool {
 fn read_text(what: &'static str, path: &Path) -> Result<String, Error> {
     let bytes = std::fs::read(path).map_err(|e| file_error(what, path, e))?;
     String::from_utf8(bytes)
-        .map_err(|_| file_error(what, path, Error::invalid("file", "", "not valid UTF-8")))
+        .map_err(|_| file_error(what, path, Error::malformed("file", "not valid UTF-8")))
 }
 
 fn file_error(
@@ -436,9 +435,8 @@ impl ApproverKey {
                 let seed: [u8; 32] = decode_exact(seed, "approver_key.secret")?;
                 ApproverKey::from_seed(*name, seed)
             }
-            _ => Err(Error::invalid(
+            _ => Err(Error::malformed(
                 "approver_key",
-                "",
                 format!("expected one line: {SECRET_KEY_TAG} NAME KEY"),
             )),
         }
@@ -510,10 +508,9 @@ impl TrustedApprovers {
                 continue;
             }
             let problem = |problem: &str| {
-                Error::invalid(
+                Error::malformed(
                     "trusted_approvers",
-                    format!("line {}", index + 1),
-                    problem.to_owned(),
+                    format!("line {}: {problem}", index + 1),
                 )
             };
             let words: Vec<&str> = line.split_whitespace().collect();
@@ -537,9 +534,8 @@ impl TrustedApprovers {
             }
         }
         if by_key.is_empty() {
-            return Err(Error::invalid(
+            return Err(Error::malformed(
                 "trusted_approvers",
-                "",
                 "lists no key: with it set, nothing could lift a suppression",
             ));
         }
