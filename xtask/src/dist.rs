@@ -140,11 +140,19 @@ pub(crate) fn check() -> anyhow::Result<()> {
     ];
     let resolved = output(
         Command::new(&replaysafe)
-            .arg("context")
+            .args(["context", "--json"])
             .envs(context.clone()),
     )?;
+    let parsed: serde_json::Value = serde_json::from_str(&resolved)
+        .with_context(|| format!("replaysafe context --json printed {resolved:?}"))?;
+    let webhook = parsed["decisions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|decision| decision["kind"] == "webhook");
     anyhow::ensure!(
-        resolved.contains("wheel_check") && resolved.contains("webhook    deliver"),
+        parsed["pipeline"] == "wheel_check"
+            && webhook.is_some_and(|decision| decision["decision"] == "deliver"),
         "replaysafe context did not resolve the run as current:\n{resolved}"
     );
 
