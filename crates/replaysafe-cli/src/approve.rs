@@ -106,6 +106,13 @@ pub fn approve(request: &Request) -> anyhow::Result<String> {
         opt_in = opt_in.signed_with(&key)?;
     }
     let text = opt_in.to_file_json()?;
+    // What is written must read back as it was meant: a blank target or a control
+    // character in a name fails here, not in the backfill's first task.
+    let read_back = OptIn::from_file_json(&text).context("checking the opt-in file")?;
+    anyhow::ensure!(
+        read_back == opt_in,
+        "the opt-in file would not read back as written"
+    );
 
     let mut shown = describe(&opt_in);
     match &request.range {

@@ -148,6 +148,22 @@ fn approve_shows_the_plan_and_writes_a_signed_file() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("--expires"));
+    // A file that would not read back is never written.
+    let blank_target = dir.path().join("blank.json");
+    let output = clean_command()
+        .args(["approve", "--pipeline", "p", "--backfill-id", "b", "--kind", "email"])
+        .args(["--target", " ", "--reason", "r", "--approved-by", "a", "--expires", "1d"])
+        .arg("--out")
+        .arg(&blank_target)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("opt_in.targets"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!blank_target.exists());
 }
 
 /// How one `send` is given its opt-in.
