@@ -151,8 +151,25 @@ fn approve_shows_the_plan_and_writes_a_signed_file() {
     // A file that would not read back is never written.
     let blank_target = dir.path().join("blank.json");
     let output = clean_command()
-        .args(["approve", "--pipeline", "p", "--backfill-id", "b", "--kind", "email"])
-        .args(["--target", " ", "--reason", "r", "--approved-by", "a", "--expires", "1d"])
+        .args([
+            "approve",
+            "--pipeline",
+            "p",
+            "--backfill-id",
+            "b",
+            "--kind",
+            "email",
+        ])
+        .args([
+            "--target",
+            " ",
+            "--reason",
+            "r",
+            "--approved-by",
+            "a",
+            "--expires",
+            "1d",
+        ])
         .arg("--out")
         .arg(&blank_target)
         .output()
