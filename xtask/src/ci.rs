@@ -101,6 +101,7 @@ fn run_phases(phases: &mut Vec<(&'static str, Duration, bool)>) -> anyhow::Resul
         crate::soak::outbox(crate::soak::CI_KILLS, 3)
     })?;
     phase(phases, "report page in chromium", crate::browser::check)?;
+    phase(phases, "python wheel", crate::dist::check)?;
     phase(phases, "stop services", || {
         drop(services.take());
         Ok(())

@@ -7,6 +7,8 @@
 //!   catch-up), installed from PyPI into `target/airflow`.
 //! - `cargo xtask demo`: the example pipeline, live window then backfill.
 //! - `cargo xtask browser`: the demo's report page in headless Chromium: DOM, counts, no request.
+//! - `cargo xtask dist`: the `replaysafe` command as a Python wheel in `target/dist/`
+//!   (`pip install replaysafe`), built with maturin from PyPI.
 //! - `cargo xtask bench`: benchmarks; writes `target/bench/summary.json`.
 //! - `cargo xtask soak outbox [--kills N]`: the outbox's crash test with real processes;
 //!   merges its figures into `target/bench/summary.json`.
@@ -20,6 +22,7 @@ mod bench;
 mod browser;
 mod ci;
 mod demo;
+mod dist;
 mod services;
 mod soak;
 mod system;
@@ -38,6 +41,7 @@ fn main() -> ExitCode {
         "ci" => ci::run(rest),
         "airflow" => airflow::run(rest),
         "demo" => demo::run(rest),
+        "dist" => dist::run(rest),
         "bench" => bench::run(rest),
         "browser" => browser::run(rest),
         "services" => services::run_foreground(rest),
@@ -67,6 +71,8 @@ commands:
   demo [--real]      the example pipeline: the current window delivered, a backfill suppressed
   browser            the demo's report page in headless Chromium (installed from Debian): DOM and counts
                      against report --format json, no request leaves the page; screenshot target/demo/report.png
+  dist [--profile P] the replaysafe command as a Python wheel (maturin, release profile by default) in target/dist/;
+                     --check builds it with the dev profile, installs it into a fresh virtualenv and runs its replaysafe
   bench              benchmarks; writes target/bench/summary.json
   soak outbox [--kills N] [--workers W]
                      the outbox crash test: SIGKILLed workers, 0 lost, 0 duplicates (default 1000 kills)

@@ -35,6 +35,10 @@ pub struct Resolved {
     pub now: String,
     /// Per effect kind: deliver or suppress, and why.
     pub decisions: Vec<KindDecision>,
+    /// The opt-ins in force (`REPLAYSAFE_OPT_IN`, `--opt-in`), as `replaysafe approve` describes them.
+    pub opt_ins: Vec<String>,
+    /// How many approvers' keys are trusted (`REPLAYSAFE_TRUSTED_APPROVERS`), when set.
+    pub trusted_approvers: Option<usize>,
 }
 
 /// The gate's answer for one kind.
@@ -87,7 +91,39 @@ pub fn resolve(cx: &ReplayContext) -> Resolved {
                 }
             })
             .collect(),
+        opt_ins: cx.opt_ins().iter().map(opt_in_text).collect(),
+        trusted_approvers: cx.trusted_approvers().map(|t| t.len()),
     }
+}
+
+/// One opt-in on one line: scope, approver, expiry and signature.
+fn opt_in_text(opt_in: &replaysafe_core::OptIn) -> String {
+    let kinds: Vec<&str> = opt_in.kinds().iter().map(EffectKind::as_str).collect();
+    let mut text = kinds.join(", ");
+    match opt_in.targets() {
+        Some(targets) => text.push_str(&format!(" to {} target(s)", targets.len())),
+        None => text.push_str(" to every target"),
+    }
+    for (label, value) in [
+        ("pipeline", opt_in.pipeline()),
+        ("backfill", opt_in.backfill_id()),
+        ("runs", opt_in.run_id_pattern()),
+    ] {
+        if let Some(value) = value {
+            text.push_str(&format!("; {label} {value}"));
+        }
+    }
+    text.push_str(&format!(
+        "; approved by {} until {}; ",
+        opt_in.approved_by(),
+        replaysafe_core::rfc3339(opt_in.expires_at())
+    ));
+    text.push_str(&match opt_in.signer_fingerprint() {
+        None => "unsigned".to_owned(),
+        Some(_) if opt_in.has_bad_signature() => "signature does not match".to_owned(),
+        Some(fingerprint) => format!("signed by key {fingerprint}"),
+    });
+    text
 }
 
 /// Renders as aligned text, or JSON.
@@ -129,8 +165,18 @@ pub fn render(resolved: &Resolved, json: bool) -> String {
                 .unwrap_or_else(|| "none".to_owned()),
         ),
         ("now", resolved.now.clone()),
+        (
+            "trusted",
+            resolved.trusted_approvers.map_or_else(
+                || "(not set: any valid opt-in counts)".to_owned(),
+                |keys| format!("{keys} approver key(s); only opt-ins they signed count"),
+            ),
+        ),
     ] {
         out.push_str(&format!("{label:<12} {value}\n"));
+    }
+    for opt_in in &resolved.opt_ins {
+        out.push_str(&format!("{:<12} {opt_in}\n", "opt-in"));
     }
     out.push_str("\ndecision per effect kind:\n");
     for decision in &resolved.decisions {

@@ -1,5 +1,5 @@
 //! The `replaysafe` command line: reviewers' reports and diffs of journals, backfill
-//! plans, the resolved context of a run, and the gate for shell scripts.
+//! plans, the resolved context of a run, the gate for shell scripts, and signed approvals.
 //!
 //! The binary is documented by `replaysafe --help`. This library is its implementation,
 //! split out only so the commands can be tested and benchmarked directly: it is not
@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod approve;
 pub mod context;
 pub mod diff;
 pub mod duration;

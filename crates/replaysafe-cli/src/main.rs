@@ -4,11 +4,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use clap::{CommandFactory, Parser, Subcommand};
 use replaysafe_cli::render::{Format, ReportFormat};
 use replaysafe_cli::report::{Breakdown, FailOn};
-use replaysafe_cli::{context, diff, duration, html, input::Progress, plan, report, send};
+use replaysafe_cli::{approve, context, diff, duration, html, input::Progress, plan, report, send};
 use replaysafe_core::{EffectKind, ReplayContext, RunKind, Window};
 
 /// Replay-safe side effects: report, diff and plan backfills; send through the gate.
@@ -124,12 +124,89 @@ enum Command {
         json: bool,
     },
     /// Send one effect through the gate, for shell scripts and Airflow BashOperator tasks.
-    #[command(subcommand)]
-    Send(Box<SendCommand>),
+    Send(SendArgs),
+    /// Write an opt-in file that lets a backfill deliver some effects, after showing what it covers; sign it with --key.
+    #[command(
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true,
+        after_help = "The file takes effect in a run through REPLAYSAFE_OPT_IN=FILE or send --opt-in FILE.\nWith REPLAYSAFE_TRUSTED_APPROVERS=FILE set (NAME KEY lines, the .pub files of approve keygen), only a file signed by one of those keys lifts anything.\n\nExamples:\n  replaysafe approve keygen --name jane --out ~/.replaysafe\n  replaysafe approve --pipeline daily_orders --backfill-id bf-2026-07 --kind email \\\n    --reason 'corrected invoices' --approved-by jane@ops --expires 1d \\\n    --start 2026-07-01T00:00:00Z --end 2026-07-31T00:00:00Z --every 1d \\\n    --key ~/.replaysafe/jane.key --out approval.json"
+    )]
+    Approve(Box<ApproveArgs>),
     /// Print shell completions.
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct SendArgs {
+    #[command(subcommand)]
+    command: Box<SendCommand>,
+    /// An opt-in file (replaysafe approve) to add to the context, as REPLAYSAFE_OPT_IN does (repeatable).
+    #[arg(long = "opt-in", value_name = "FILE", global = true)]
+    opt_in: Vec<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("runs").required(true).args(["backfill_id", "run_id_pattern"])))]
+struct ApproveArgs {
+    #[command(subcommand)]
+    command: Option<ApproveCommand>,
+    /// Pipeline the approval covers.
+    #[arg(long, required = true)]
+    pipeline: Option<String>,
+    /// Backfill id it covers (REPLAYSAFE_BACKFILL_ID of the backfill's runs).
+    #[arg(long)]
+    backfill_id: Option<String>,
+    /// Instead of a backfill id: the run ids it covers, with * for any characters (backfill__2026-07-*).
+    #[arg(long)]
+    run_id_pattern: Option<String>,
+    /// Effect kind it lets through (repeatable).
+    #[arg(long = "kind", required = true, value_parser = parse_effect_kind)]
+    kinds: Vec<EffectKind>,
+    /// An exact target it is restricted to, as the adapter describes it (repeatable; default: every target).
+    #[arg(long = "target")]
+    targets: Vec<String>,
+    /// Why delivery from the backfill is wanted.
+    #[arg(long, required = true)]
+    reason: Option<String>,
+    /// Who approves.
+    #[arg(long, required = true)]
+    approved_by: Option<String>,
+    /// When it stops counting: a duration from now (12h, 2d) or an RFC 3339 time.
+    #[arg(long, required = true)]
+    expires: Option<String>,
+    /// Secret key (approve keygen) to sign it with.
+    #[arg(long)]
+    key: Option<PathBuf>,
+    /// Where to write the opt-in file.
+    #[arg(long, required = true)]
+    out: Option<PathBuf>,
+    /// Start of the backfill's range, RFC 3339, to show its plan.
+    #[arg(long, value_parser = parse_time, requires_all = ["end", "every"])]
+    start: Option<DateTime<Utc>>,
+    /// End of the backfill's range (exclusive), RFC 3339.
+    #[arg(long, value_parser = parse_time, requires_all = ["start", "every"])]
+    end: Option<DateTime<Utc>>,
+    /// Window length of the backfill's runs: 30m, 6h, 1d.
+    #[arg(long, value_parser = duration::parse, requires_all = ["start", "end"])]
+    every: Option<chrono::TimeDelta>,
+    /// Each run is the instant at the start of its step (Airflow 3's cron timetable).
+    #[arg(long)]
+    instants: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum ApproveCommand {
+    /// Make an approver's ed25519 key pair: DIR/NAME.key (secret, mode 0600) and DIR/NAME.pub (NAME KEY).
+    Keygen {
+        /// The approver's name (one word); the name journaled for approvals this key signs.
+        #[arg(long)]
+        name: String,
+        /// Folder to write the keys to.
+        #[arg(long)]
+        out: PathBuf,
     },
 }
 
@@ -393,7 +470,11 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             print!("{}", context::render(&context::resolve(&cx), json));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Send(send) => {
+        Command::Send(SendArgs {
+            command: send,
+            opt_in,
+        }) => {
+            replaysafe_cli::approve::use_opt_in_files(opt_in);
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
@@ -402,6 +483,10 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 send::Ended::Done => ExitCode::SUCCESS,
                 send::Ended::Failed => ExitCode::from(1),
             })
+        }
+        Command::Approve(args) => {
+            print!("{}", run_approve(*args)?);
+            Ok(ExitCode::SUCCESS)
         }
         Command::Completions { shell } => {
             clap_complete::generate(
@@ -413,6 +498,45 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn run_approve(args: ApproveArgs) -> anyhow::Result<String> {
+    if let Some(ApproveCommand::Keygen { name, out }) = args.command {
+        return approve::keygen(&name, &out);
+    }
+    let now = Utc::now().trunc_subsecs(0);
+    let required = |value: Option<String>, flag: &str| {
+        value.ok_or_else(|| anyhow::anyhow!("{flag} is required"))
+    };
+    let runs = match (args.backfill_id, args.run_id_pattern) {
+        (Some(id), _) => approve::Runs::Backfill(id),
+        (None, Some(pattern)) => approve::Runs::Pattern(pattern),
+        (None, None) => anyhow::bail!("--backfill-id or --run-id-pattern is required"),
+    };
+    let range = match (args.start, args.end, args.every) {
+        (Some(start), Some(end), Some(every)) => Some(approve::Range {
+            range: Window::from_bounds(start, end).context("--start and --end")?,
+            every,
+            instants: args.instants,
+        }),
+        _ => None,
+    };
+    let request = approve::Request {
+        pipeline: required(args.pipeline, "--pipeline")?,
+        runs,
+        kinds: args.kinds,
+        targets: args.targets,
+        reason: required(args.reason, "--reason")?,
+        approved_by: required(args.approved_by, "--approved-by")?,
+        expires_at: approve::parse_expiry(&required(args.expires, "--expires")?, now)?,
+        key: args.key,
+        out: args
+            .out
+            .ok_or_else(|| anyhow::anyhow!("--out is required"))?,
+        range,
+        now,
+    };
+    approve::approve(&request)
 }
 
 async fn run_send(command: SendCommand) -> anyhow::Result<send::Ended> {

@@ -154,24 +154,43 @@ pub struct OptInDelivery {
     pub approved_by: String,
     /// Expiry.
     pub expires_at: DateTime<Utc>,
-    /// Who signed the approval, when the journal says: the opt-in's fields whose name
-    /// speaks of a signer (`signer`, `signer_fingerprint`, `signed_by`), as `name: value`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// What the opt-in covers: kinds, targets, pipeline, backfill or run-id pattern.
+    pub scope: String,
+    /// Who signed it: the trusted approver's name and the key's fingerprint, or the
+    /// fingerprint alone when no trusted approvers were configured; `None` when unsigned.
     pub signer: Option<String>,
 }
 
-/// The fields of a journaled opt-in that name its signer, as `name: value`, if any.
-fn signer(opt_in: &replaysafe_core::journal::RecordOptIn) -> Option<String> {
-    let fields: Vec<String> = opt_in
-        .more
-        .iter()
-        .filter(|(name, _)| name.contains("signer") || name.contains("signed"))
-        .map(|(name, value)| match value {
-            serde_json::Value::String(text) => format!("{name}: {text}"),
-            other => format!("{name}: {other}"),
-        })
-        .collect();
-    (!fields.is_empty()).then(|| fields.join(", "))
+/// An opt-in's scope in words: `email, webhook to every target; pipeline p, backfill b`.
+fn scope_text(opt_in: &replaysafe_core::journal::RecordOptIn) -> String {
+    let mut text = if opt_in.kinds.is_empty() {
+        "kinds not journaled".to_owned()
+    } else {
+        opt_in.kinds.join(", ")
+    };
+    match &opt_in.targets {
+        Some(targets) => text.push_str(&format!(" to {}", targets.join(", "))),
+        None => text.push_str(" to every target"),
+    }
+    for (label, value) in [
+        ("pipeline", &opt_in.pipeline),
+        ("backfill", &opt_in.backfill_id),
+        ("runs", &opt_in.run_id_pattern),
+    ] {
+        if let Some(value) = value {
+            text.push_str(&format!("; {label} {value}"));
+        }
+    }
+    text
+}
+
+fn signer_text(opt_in: &replaysafe_core::journal::RecordOptIn) -> Option<String> {
+    match (&opt_in.signer, &opt_in.signer_fingerprint) {
+        (Some(name), Some(fingerprint)) => Some(format!("{name} ({fingerprint})")),
+        (Some(name), None) => Some(name.clone()),
+        (None, Some(fingerprint)) => Some(format!("key {fingerprint}, trust not checked")),
+        (None, None) => None,
+    }
 }
 
 /// An effect whose delivery began and whose outcome is not recorded.
@@ -494,9 +513,9 @@ impl Builder {
         if record.decision == JournalDecision::Delivered
             && let Some(opt_in) = record.opt_in
         {
-            let signer = signer(&opt_in);
             self.opt_in_deliveries.push(OptInDelivery {
-                signer,
+                scope: scope_text(&opt_in),
+                signer: signer_text(&opt_in),
                 kind: record.effect.kind,
                 message_type: record.effect.message_type,
                 target: record.effect.target,
@@ -830,6 +849,8 @@ pub fn render(report: &Report, format: Format) -> String {
                         "reason",
                         "approved by",
                         "expires",
+                        "scope",
+                        "signed by",
                     ],
                 );
                 for delivery in &report.opt_in_deliveries {
@@ -841,6 +862,11 @@ pub fn render(report: &Report, format: Format) -> String {
                         delivery.reason.clone(),
                         delivery.approved_by.clone(),
                         replaysafe_core::rfc3339(delivery.expires_at),
+                        delivery.scope.clone(),
+                        delivery
+                            .signer
+                            .clone()
+                            .unwrap_or_else(|| "unsigned".to_owned()),
                     ]);
                 }
                 out.push('\n');

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use crate::{Clock, Error, Mode, OptIn, RecencyPolicy, RunId, RunKind, SystemClock, Window};
+use crate::{
+    Clock, Error, Mode, OptIn, RecencyPolicy, RunId, RunKind, SystemClock, TrustedApprovers, Window,
+};
 
 /// Everything the gate needs to know about a run: pipeline, run id, run kind, data
 /// window, explicit replay flag, backfill id, mode, recency policy, opt-ins and clock;
@@ -36,6 +38,7 @@ struct Inner {
     mode: Mode,
     recency: RecencyPolicy,
     opt_ins: Vec<OptIn>,
+    trusted_approvers: Option<Arc<TrustedApprovers>>,
     clock: Arc<dyn Clock>,
     journal_path: Option<PathBuf>,
     conflict: Option<String>,
@@ -56,6 +59,7 @@ impl fmt::Debug for ReplayContext {
             .field("mode", &inner.mode)
             .field("recency", &inner.recency)
             .field("opt_ins", &inner.opt_ins)
+            .field("trusted_approvers", &inner.trusted_approvers)
             .field("journal_path", &inner.journal_path)
             .field("conflict", &inner.conflict)
             .finish_non_exhaustive()
@@ -230,6 +234,12 @@ impl ReplayContext {
         &self.inner.opt_ins
     }
 
+    /// The approvers whose signed opt-ins alone may lift anything, when configured
+    /// (`REPLAYSAFE_TRUSTED_APPROVERS`).
+    pub fn trusted_approvers(&self) -> Option<&TrustedApprovers> {
+        self.inner.trusted_approvers.as_deref()
+    }
+
     /// Where the journal should go, from `REPLAYSAFE_JOURNAL`.
     pub fn journal_path(&self) -> Option<&Path> {
         self.inner.journal_path.as_deref()
@@ -335,6 +345,11 @@ impl ReplayContext {
         self.with(|inner| inner.opt_ins.push(opt_in))
     }
 
+    /// A copy in which only opt-ins signed by one of `trusted` lift anything.
+    pub fn with_trusted_approvers(&self, trusted: TrustedApprovers) -> Self {
+        self.with(|inner| inner.trusted_approvers = Some(Arc::new(trusted)))
+    }
+
     /// A copy in another mode.
     pub fn with_mode(&self, mode: Mode) -> Self {
         self.with(|inner| inner.mode = mode)
@@ -365,6 +380,7 @@ pub struct ReplayContextBuilder {
     mode: Mode,
     recency: RecencyPolicy,
     opt_ins: Vec<OptIn>,
+    trusted_approvers: Option<TrustedApprovers>,
     clock: Option<Arc<dyn Clock>>,
     journal_path: Option<PathBuf>,
     conflict: Option<String>,
@@ -450,6 +466,12 @@ impl ReplayContextBuilder {
         self
     }
 
+    /// Trusts only opt-ins signed by one of these approvers' keys.
+    pub fn trusted_approvers(mut self, trusted: TrustedApprovers) -> Self {
+        self.trusted_approvers = Some(trusted);
+        self
+    }
+
     /// The clock (default: [`SystemClock`]).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = Some(clock);
@@ -517,6 +539,7 @@ impl ReplayContextBuilder {
                 mode: self.mode,
                 recency: self.recency,
                 opt_ins: self.opt_ins,
+                trusted_approvers: self.trusted_approvers.map(Arc::new),
                 clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
                 journal_path: self.journal_path,
                 conflict: self.conflict,

@@ -9,7 +9,7 @@ use std::ffi::OsString;
 
 use chrono::{DateTime, Utc};
 
-use crate::{Error, Mode, RecencyPolicy, ReplayContext, RunKind, Window};
+use crate::{Error, Mode, OptIn, RecencyPolicy, ReplayContext, RunKind, TrustedApprovers, Window};
 
 /// Names of the environment variables replaysafe reads.
 pub mod vars {
@@ -33,6 +33,11 @@ pub mod vars {
     pub const JOURNAL: &str = "REPLAYSAFE_JOURNAL";
     /// Max ages per effect kind, `KIND=DURATION` pairs separated by commas (`email=2h,alert=30m`).
     pub const MAX_AGE: &str = "REPLAYSAFE_MAX_AGE";
+    /// An opt-in file (`replaysafe approve` writes one) to add to the context.
+    pub const OPT_IN: &str = "REPLAYSAFE_OPT_IN";
+    /// A trusted-approvers file (`NAME KEY` lines): when set, only opt-ins signed by one of
+    /// its keys lift anything.
+    pub const TRUSTED_APPROVERS: &str = "REPLAYSAFE_TRUSTED_APPROVERS";
     /// Airflow: DAG id (pipeline fallback).
     pub const AIRFLOW_DAG_ID: &str = "AIRFLOW_CTX_DAG_ID";
     /// Airflow: DAG run id (run id fallback; its prefix gives the run kind).
@@ -50,7 +55,7 @@ pub mod vars {
     pub const AIRFLOW_LOGICAL_DATE: &str = "AIRFLOW_CTX_LOGICAL_DATE";
 
     /// Every variable above.
-    pub const ALL: [&str; 17] = [
+    pub const ALL: [&str; 19] = [
         PIPELINE,
         RUN_ID,
         RUN_KIND,
@@ -61,6 +66,8 @@ pub mod vars {
         MODE,
         JOURNAL,
         MAX_AGE,
+        OPT_IN,
+        TRUSTED_APPROVERS,
         AIRFLOW_DAG_ID,
         AIRFLOW_DAG_RUN_ID,
         AIRFLOW_TRY_NUMBER,
@@ -191,6 +198,12 @@ pub(crate) fn resolve(env: &HashMap<String, String>) -> Result<ReplayContext, Er
     }
     if let Some(max_ages) = get(MAX_AGE) {
         builder = builder.recency(RecencyPolicy::default().with_max_ages(MAX_AGE, &max_ages)?);
+    }
+    if let Some(path) = get(OPT_IN) {
+        builder = builder.opt_in(OptIn::read_file(path)?);
+    }
+    if let Some(path) = get(TRUSTED_APPROVERS) {
+        builder = builder.trusted_approvers(TrustedApprovers::read_file(path)?);
     }
     if !conflicts.is_empty() {
         builder = builder.conflict(conflicts.join("; "));

@@ -40,6 +40,27 @@ pub enum Error {
         /// What is wrong with it.
         problem: String,
     },
+    /// A file named by a variable or a flag (an opt-in, a key, the trusted approvers) could
+    /// not be read or is malformed; the cause says which.
+    #[error("reading {what} {path}")]
+    File {
+        /// What the file is.
+        what: &'static str,
+        /// Its path.
+        path: String,
+        /// Why it could not be read.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+    /// Text that is not what it should be (an opt-in file, a key, a list of trusted
+    /// approvers), where the value itself is not worth repeating or must not be.
+    #[error("malformed {field}: {problem}")]
+    Malformed {
+        /// The field, or what the text is.
+        field: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
     /// The journal could not be opened.
     #[error("opening the journal")]
     Journal(#[source] crate::journal::JournalError),
@@ -65,6 +86,13 @@ impl From<crate::journal::JournalError> for Error {
 }
 
 impl Error {
+    pub(crate) fn malformed(field: &'static str, problem: impl Into<String>) -> Self {
+        Error::Malformed {
+            field,
+            problem: problem.into(),
+        }
+    }
+
     pub(crate) fn invalid(
         field: &'static str,
         value: impl Into<String>,

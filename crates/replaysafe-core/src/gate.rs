@@ -33,6 +33,18 @@ pub enum Reason {
     OptIn,
     /// An opt-in covered the effect but has expired; it enabled nothing.
     OptInExpired,
+    /// An opt-in covered the effect's kind and target but names another pipeline, another
+    /// backfill or a run-id pattern this run does not match; it enabled nothing.
+    OptInOutOfScope,
+    /// Trusted approvers are configured and an opt-in that covered the effect carries no
+    /// signature; it enabled nothing.
+    OptInUnsigned,
+    /// An opt-in that covered the effect carries a signature that does not match what it
+    /// says (it was changed after signing); it enabled nothing.
+    OptInBadSignature,
+    /// An opt-in that covered the effect is signed by a key that is not among the trusted
+    /// approvers; it enabled nothing.
+    OptInUntrusted,
 }
 
 impl Reason {
@@ -49,6 +61,10 @@ impl Reason {
             Reason::DryRun => "dry_run",
             Reason::OptIn => "opt_in",
             Reason::OptInExpired => "opt_in_expired",
+            Reason::OptInOutOfScope => "opt_in_out_of_scope",
+            Reason::OptInUnsigned => "opt_in_unsigned",
+            Reason::OptInBadSignature => "opt_in_bad_signature",
+            Reason::OptInUntrusted => "opt_in_untrusted",
         }
     }
 
@@ -91,20 +107,55 @@ impl Decision {
         &self.reasons
     }
 
-    /// The opt-in that enabled delivery, or that covered the effect but had expired.
+    /// The opt-in that enabled delivery, or the first that covered the effect's kind and
+    /// target but enabled nothing (expired, out of scope, unsigned, badly signed or
+    /// untrusted; the reasons say which). Its [`OptIn::signer`] is set when a trusted
+    /// approver signed it.
     pub fn opt_in(&self) -> Option<&OptIn> {
         self.opt_in.as_ref()
     }
 }
 
 impl ReplayContext {
+    /// Whether an opt-in that covers an effect's kind and target may lift: the trusted
+    /// approver who signed it, and the reason it may not, checked in this order:
+    /// its signature (a bad one never counts; with trusted approvers configured, only a
+    /// valid signature by one of their keys does), its scope (pipeline, backfill, run-id
+    /// pattern), its expiry.
+    fn weigh(
+        &self,
+        opt_in: &OptIn,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> (Option<&str>, Option<Reason>) {
+        let signer = self
+            .trusted_approvers()
+            .and_then(|trusted| trusted.name_of(opt_in));
+        let refusal = if opt_in.has_bad_signature() {
+            Some(Reason::OptInBadSignature)
+        } else if self.trusted_approvers().is_some() && !opt_in.is_signed() {
+            Some(Reason::OptInUnsigned)
+        } else if self.trusted_approvers().is_some() && signer.is_none() {
+            Some(Reason::OptInUntrusted)
+        } else if !opt_in.is_in_scope(self) {
+            Some(Reason::OptInOutOfScope)
+        } else if opt_in.is_expired(now) {
+            Some(Reason::OptInExpired)
+        } else {
+            None
+        };
+        (signer, refusal)
+    }
+
     /// Decides whether an effect of `kind` to `target` may be delivered now.
     ///
     /// **Architecture Invariant:** suppression is the default for anything that is not
     /// a current run. Returns every reason that applies, not just the first:
     /// `dry_run`, `unknown_context`, `conflicting_context`, `future_window` (never liftable);
-    /// `replay_run`, `replay_flag`, `stale_window` (liftable by an unexpired opt-in that
-    /// covers the kind and target, which adds `opt_in`; an expired one adds `opt_in_expired`).
+    /// `replay_run`, `replay_flag`, `stale_window` (liftable by an opt-in that covers the
+    /// kind and target, is in scope for this run, unexpired and, when trusted approvers
+    /// are configured, signed by one of them, which adds `opt_in`; otherwise the first
+    /// covering opt-in adds why it did not lift: `opt_in_bad_signature`, `opt_in_unsigned`,
+    /// `opt_in_untrusted`, `opt_in_out_of_scope` or `opt_in_expired`).
     /// With none of these the decision is to deliver, with `current_window`.
     ///
     /// Recency is measured from [`ReplayContext::recency_end`]: the window's end, or the
@@ -149,29 +200,34 @@ impl ReplayContext {
             };
         }
 
-        let covering = self
+        let mut refused: Option<(Reason, OptIn)> = None;
+        for opt_in in self
             .opt_ins()
             .iter()
-            .filter(|opt_in| opt_in.covers(kind, target));
-        let mut expired = None;
-        for opt_in in covering {
-            if opt_in.is_expired(now) {
-                expired.get_or_insert(opt_in);
-            } else {
-                reasons.push(Reason::OptIn);
-                return Decision {
-                    deliver: true,
-                    reasons,
-                    opt_in: Some(opt_in.clone()),
-                };
+            .filter(|opt_in| opt_in.covers(kind, target))
+        {
+            let (signer, refusal) = self.weigh(opt_in, now);
+            let opt_in = opt_in.clone().with_signer(signer);
+            match refusal {
+                None => {
+                    reasons.push(Reason::OptIn);
+                    return Decision {
+                        deliver: true,
+                        reasons,
+                        opt_in: Some(opt_in),
+                    };
+                }
+                Some(reason) => {
+                    refused.get_or_insert((reason, opt_in));
+                }
             }
         }
-        if let Some(expired) = expired {
-            reasons.push(Reason::OptInExpired);
+        if let Some((reason, opt_in)) = refused {
+            reasons.push(reason);
             return Decision {
                 deliver: false,
                 reasons,
-                opt_in: Some(expired.clone()),
+                opt_in: Some(opt_in),
             };
         }
         Decision {

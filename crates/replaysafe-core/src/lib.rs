@@ -68,7 +68,8 @@
 //!
 //! [`ReplayContext::from_env`] reads `REPLAYSAFE_PIPELINE`, `REPLAYSAFE_RUN_ID`,
 //! `REPLAYSAFE_RUN_KIND`, `REPLAYSAFE_REPLAY`, `REPLAYSAFE_WINDOW_START`/`_END`,
-//! `REPLAYSAFE_BACKFILL_ID`, `REPLAYSAFE_MODE` and `REPLAYSAFE_JOURNAL`, falling back to
+//! `REPLAYSAFE_BACKFILL_ID`, `REPLAYSAFE_MODE`, `REPLAYSAFE_JOURNAL`, `REPLAYSAFE_OPT_IN` (an
+//! opt-in file, see [`approval`]) and `REPLAYSAFE_TRUSTED_APPROVERS`, falling back to
 //! Airflow's `AIRFLOW_CTX_DAG_ID`, `AIRFLOW_CTX_DAG_RUN_ID` (its prefix gives the run
 //! kind; an unknown prefix is [`RunKind::Unknown`]), `AIRFLOW_CTX_TRY_NUMBER`,
 //! `AIRFLOW_CTX_RUN_TYPE`, `AIRFLOW_CTX_DATA_INTERVAL_START`/`_END` and
@@ -85,6 +86,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod approval;
 mod client;
 mod clock;
 mod context;
@@ -101,6 +103,7 @@ mod retry;
 mod run;
 mod window;
 
+pub use approval::{ApproverKey, TrustedApprovers};
 pub use client::{Classify, Delivery, EffectClient};
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use context::{ReplayContext, ReplayContextBuilder};

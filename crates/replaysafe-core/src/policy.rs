@@ -6,6 +6,7 @@ use std::fmt;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::approval::SignatureCheck;
 use crate::{EffectKind, Error};
 
 /// Whether effects may be delivered at all in this process.
@@ -182,7 +183,12 @@ impl RecencyPolicy {
 /// approved it, and when it expires. It lifts `replay_run`, `replay_flag` and
 /// `stale_window`; it never lifts `dry_run`, `unknown_context`, `conflicting_context` or
 /// `future_window`.
-/// Every delivery it enables is journaled with it.
+/// It may be restricted to one pipeline and one backfill (or runs whose id matches a
+/// pattern); in any other run it lifts nothing (`opt_in_out_of_scope`). Read from a file
+/// ([`OptIn::read_file`], `REPLAYSAFE_OPT_IN`) it may carry an ed25519 signature; one that
+/// does not verify lifts nothing, and with trusted approvers configured only one signed by
+/// them lifts anything (see [`crate::approval`]).
+/// Every delivery it enables is journaled with it, scope and signer included.
 ///
 /// ```
 /// use chrono::{TimeZone, Utc};
@@ -204,6 +210,17 @@ pub struct OptIn {
     kinds: BTreeSet<EffectKind>,
     #[serde(skip)]
     targets: Option<BTreeSet<String>>,
+    #[serde(skip)]
+    pipeline: Option<String>,
+    #[serde(skip)]
+    backfill_id: Option<String>,
+    #[serde(skip)]
+    run_id_pattern: Option<String>,
+    #[serde(skip)]
+    pub(crate) signature: SignatureCheck,
+    /// The trusted approver whose key signed it, once the gate has checked.
+    #[serde(skip)]
+    signer: Option<String>,
 }
 
 impl OptIn {
@@ -233,6 +250,11 @@ impl OptIn {
             expires_at,
             kinds: BTreeSet::new(),
             targets: None,
+            pipeline: None,
+            backfill_id: None,
+            run_id_pattern: None,
+            signature: SignatureCheck::Unsigned,
+            signer: None,
         })
     }
 
@@ -250,6 +272,27 @@ impl OptIn {
         self
     }
 
+    /// Restricts the opt-in to one pipeline: in any other it lifts nothing
+    /// (`opt_in_out_of_scope`). An opt-in file always names one.
+    pub fn for_pipeline(mut self, pipeline: impl Into<String>) -> Self {
+        self.pipeline = Some(pipeline.into());
+        self
+    }
+
+    /// Restricts the opt-in to the runs of one backfill (the context's backfill id, from
+    /// `REPLAYSAFE_BACKFILL_ID`): in any other run it lifts nothing (`opt_in_out_of_scope`).
+    pub fn for_backfill(mut self, backfill_id: impl Into<String>) -> Self {
+        self.backfill_id = Some(backfill_id.into());
+        self
+    }
+
+    /// Restricts the opt-in to runs whose id matches `pattern`, where `*` stands for any
+    /// run of characters (`backfill__2026-07-*`): in any other run it lifts nothing.
+    pub fn for_run_ids(mut self, pattern: impl Into<String>) -> Self {
+        self.run_id_pattern = Some(pattern.into());
+        self
+    }
+
     /// Why delivery from a replay is wanted.
     pub fn reason(&self) -> &str {
         &self.reason
@@ -263,6 +306,69 @@ impl OptIn {
     /// When it stops enabling anything.
     pub fn expires_at(&self) -> DateTime<Utc> {
         self.expires_at
+    }
+
+    /// The effect kinds it covers.
+    pub fn kinds(&self) -> &BTreeSet<EffectKind> {
+        &self.kinds
+    }
+
+    /// The exact targets it is restricted to, or `None` for every target.
+    pub fn targets(&self) -> Option<&BTreeSet<String>> {
+        self.targets.as_ref()
+    }
+
+    /// The pipeline it is restricted to, if any.
+    pub fn pipeline(&self) -> Option<&str> {
+        self.pipeline.as_deref()
+    }
+
+    /// The backfill it is restricted to, if any.
+    pub fn backfill_id(&self) -> Option<&str> {
+        self.backfill_id.as_deref()
+    }
+
+    /// The run-id pattern it is restricted to, if any.
+    pub fn run_id_pattern(&self) -> Option<&str> {
+        self.run_id_pattern.as_deref()
+    }
+
+    /// Whether it carries a signature (valid or not).
+    pub fn is_signed(&self) -> bool {
+        matches!(self.signature, SignatureCheck::Signed { .. })
+    }
+
+    /// Whether it carries a signature that does not match what it says (a changed byte).
+    pub fn has_bad_signature(&self) -> bool {
+        matches!(self.signature, SignatureCheck::Signed { valid: false, .. })
+    }
+
+    /// The fingerprint of the key that signed it (see [`crate::approval::fingerprint`]).
+    pub fn signer_fingerprint(&self) -> Option<String> {
+        self.signature.fingerprint()
+    }
+
+    /// The name of the trusted approver whose key signed it, as the gate found it in the
+    /// trusted approvers; set on the opt-in a [`crate::Decision`] carries.
+    pub fn signer(&self) -> Option<&str> {
+        self.signer.as_deref()
+    }
+
+    pub(crate) fn with_signer(mut self, signer: Option<&str>) -> Self {
+        self.signer = signer.map(str::to_owned);
+        self
+    }
+
+    /// Whether its pipeline, backfill and run-id restrictions admit `cx`'s run.
+    pub fn is_in_scope(&self, cx: &crate::ReplayContext) -> bool {
+        self.pipeline.as_deref().is_none_or(|p| p == cx.pipeline())
+            && self
+                .backfill_id
+                .as_deref()
+                .is_none_or(|id| cx.backfill_id() == Some(id))
+            && self.run_id_pattern.as_deref().is_none_or(|pattern| {
+                crate::approval::run_id_matches(pattern, cx.run_id().as_str())
+            })
     }
 
     /// Whether it covers this kind and target, ignoring expiry.
@@ -288,6 +394,11 @@ impl fmt::Debug for OptIn {
             .field("expires_at", &self.expires_at)
             .field("kinds", &self.kinds)
             .field("targets", &self.targets.as_ref().map(BTreeSet::len))
+            .field("pipeline", &self.pipeline)
+            .field("backfill_id", &self.backfill_id)
+            .field("run_id_pattern", &self.run_id_pattern)
+            .field("signature", &self.signature)
+            .field("signer", &self.signer)
             .finish()
     }
 }

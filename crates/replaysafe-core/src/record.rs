@@ -86,7 +86,14 @@ impl<'a> EffectRecord<'a> {
                 None
             },
             payload_sha256: description.payload().sha256_hex_bytes(),
-            opt_in: decision.opt_in().map(RecordOptIn::from),
+            opt_in: decision.opt_in().map(|opt_in| {
+                let mut record = RecordOptIn::from(opt_in);
+                // An opt-in's targets are effect targets: journaled as the policy shows them.
+                for target in record.targets.iter_mut().flatten() {
+                    *target = redaction.target().apply(target).into_owned();
+                }
+                record
+            }),
         }
     }
 

@@ -20,7 +20,7 @@
 //! `REPLAYSAFE_*` variable but the journal: what a default Airflow 3 deployment gives them.
 //! The run ends with `airflow: N passed, M failed` and fails on any failed check.
 
-mod receiver;
+pub(crate) mod receiver;
 mod rest;
 
 use std::path::{Path, PathBuf};

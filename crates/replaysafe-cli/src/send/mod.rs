@@ -184,7 +184,7 @@ fn flag_for(
 
 /// The context from the environment, with `--max-age` applied, and the journal.
 fn context_and_journal(common: &Common) -> anyhow::Result<(ReplayContext, Arc<JsonlJournal>)> {
-    let cx = ReplayContext::from_env().context("resolving the context from the environment")?;
+    let cx = crate::approve::send_context()?;
     let mut recency = cx.recency().clone();
     for (kind, age) in &common.max_age {
         recency = recency

@@ -1,5 +1,6 @@
 //! Integration tests of the `replaysafe` command line.
 
+mod approve;
 mod cli;
 mod durable;
 mod review;

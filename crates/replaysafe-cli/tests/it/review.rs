@@ -162,7 +162,13 @@ fn report_lists_failed_effects_and_last_errors_and_fills_the_grid() {
         reason: "resend".into(),
         approved_by: "jane".into(),
         expires_at: Utc.with_ymd_and_hms(2026, 8, 7, 0, 0, 0).unwrap(),
-        more: serde_json::Map::new(),
+        kinds: vec!["email".into()],
+        targets: None,
+        pipeline: None,
+        backfill_id: None,
+        run_id_pattern: None,
+        signer: None,
+        signer_fingerprint: None,
     });
     text.push_str(&(serde_json::to_string(&opted).unwrap() + "\n"));
     std::fs::write(&path, text).unwrap();
@@ -568,10 +574,13 @@ fn report_html_shows_markup_from_every_field_as_text() {
         reason: HTML_EVIL.to_owned(),
         approved_by: HTML_EVIL.to_owned(),
         expires_at: Utc.with_ymd_and_hms(2026, 8, 7, 0, 0, 0).unwrap(),
-        more: serde_json::json!({ "signed_by": HTML_EVIL })
-            .as_object()
-            .cloned()
-            .unwrap(),
+        kinds: vec![HTML_EVIL.to_owned()],
+        targets: Some(vec![HTML_EVIL.to_owned()]),
+        pipeline: Some(HTML_EVIL.to_owned()),
+        backfill_id: Some(HTML_EVIL.to_owned()),
+        run_id_pattern: None,
+        signer: Some(HTML_EVIL.to_owned()),
+        signer_fingerprint: Some(HTML_EVIL.to_owned()),
     });
     let mut instant = evil("suppressed", Suppressed, 0);
     instant.window.end = instant.window.start;
@@ -649,7 +658,7 @@ fn report_html_shows_markup_from_every_field_as_text() {
             "failed key",
             format!("<td class=\"key\">failed{shown}</td>"),
         ),
-        ("opt-in signer", format!("<td>signed_by: {shown}</td>")),
+        ("opt-in signer", format!("<td>{shown} ({shown})</td>")),
     ] {
         assert!(page.contains(&needle), "{what}: {needle}\n{page}");
     }

@@ -271,12 +271,23 @@ impl JournalEntry<'_> {
                 push_str(out, &opt_in.approved_by);
                 out.extend_from_slice(b",\"expires_at\":");
                 push_time(out, EntryTime::Time(opt_in.expires_at));
-                for (name, value) in &opt_in.more {
-                    out.push(b',');
-                    push_str(out, name);
-                    out.push(b':');
-                    out.extend_from_slice(value.to_string().as_bytes());
+                out.extend_from_slice(b",\"kinds\":");
+                push_list(out, &opt_in.kinds);
+                out.extend_from_slice(b",\"targets\":");
+                match &opt_in.targets {
+                    Some(targets) => push_list(out, targets),
+                    None => out.extend_from_slice(b"null"),
                 }
+                out.extend_from_slice(b",\"pipeline\":");
+                push_optional(out, opt_in.pipeline.as_deref());
+                out.extend_from_slice(b",\"backfill_id\":");
+                push_optional(out, opt_in.backfill_id.as_deref());
+                out.extend_from_slice(b",\"run_id_pattern\":");
+                push_optional(out, opt_in.run_id_pattern.as_deref());
+                out.extend_from_slice(b",\"signer\":");
+                push_optional(out, opt_in.signer.as_deref());
+                out.extend_from_slice(b",\"signer_fingerprint\":");
+                push_optional(out, opt_in.signer_fingerprint.as_deref());
                 out.push(b'}');
             }
         }
@@ -286,6 +297,17 @@ impl JournalEntry<'_> {
         push_optional(out, self.error);
         out.push(b'}');
     }
+}
+
+fn push_list(out: &mut Vec<u8>, items: &[String]) {
+    out.push(b'[');
+    for (index, item) in items.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        push_str(out, item);
+    }
+    out.push(b']');
 }
 
 fn push_optional(out: &mut Vec<u8>, value: Option<&str>) {
@@ -438,18 +460,17 @@ mod tests {
                 payload_sha256: "cd".repeat(32),
                 payload_bytes: nanos.unsigned_abs(),
             },
-            opt_in: (nanos % 3 == 0).then(|| RecordOptIn {
+            opt_in: (nanos % 3 != 1).then(|| RecordOptIn {
                 reason: text.into(),
                 approved_by: "jane".into(),
                 expires_at: ts + TimeDelta::milliseconds(nanos % 5_000),
-                more: if nanos % 2 == 0 {
-                    serde_json::Map::new()
-                } else {
-                    serde_json::json!({"signer": text, "kinds": ["email"], "n": nanos})
-                        .as_object()
-                        .cloned()
-                        .unwrap_or_default()
-                },
+                kinds: vec!["email".into(), text.into()],
+                targets: (nanos % 2 == 0).then(|| vec![text.into(), String::new()]),
+                pipeline: Some(text.into()),
+                backfill_id: (nanos % 3 == 0).then(|| text.into()),
+                run_id_pattern: (nanos % 3 == 2).then(|| format!("{text}*")),
+                signer: (nanos % 2 == 1).then(|| text.into()),
+                signer_fingerprint: (nanos % 2 == 1).then(|| "SHA256:abc+/".into()),
             }),
             attempt: (nanos % 7) as u32,
             error: (nanos % 2 == 1).then(|| format!("sending: {text}")),
@@ -480,17 +501,6 @@ mod tests {
                 );
             }
         }
-    }
-
-    #[test]
-    fn an_opt_in_keeps_the_fields_a_newer_writer_added() {
-        let mut line = serde_json::to_value(record("x", 3)).unwrap();
-        line["opt_in"]["signer"] = "ci-approver SHA256:ab12".into();
-        let read: JournalRecord = serde_json::from_value(line).unwrap();
-        let opt_in = read.opt_in.as_ref().unwrap();
-        assert_eq!(opt_in.more["signer"], "ci-approver SHA256:ab12");
-        assert_eq!(opt_in.reason, "x");
-        assert!(hand_written(&read).contains(r#""signer":"ci-approver SHA256:ab12""#));
     }
 
     proptest! {

@@ -211,28 +211,62 @@ pub struct RecordEffect {
     pub payload_bytes: u64,
 }
 
-/// The audited opt-in of a record.
+/// The audited opt-in of a record: who approved what, and how far it reaches.
+///
+/// The fields after `expires_at` were added within schema version 1; a line written
+/// before them reads with `kinds` empty and the rest `None`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordOptIn {
     /// Why.
     pub reason: String,
-    /// Who approved.
+    /// Who approved: the trusted approver's key name when a trusted key signed it, else
+    /// the approver the opt-in names.
     pub approved_by: String,
     /// Expiry.
     #[serde(with = "rfc3339")]
     pub expires_at: DateTime<Utc>,
-    /// Fields a newer writer added (a signer, a scope), kept as read so a reader can show them.
-    #[serde(flatten)]
-    pub more: serde_json::Map<String, serde_json::Value>,
+    /// The effect kinds it covers.
+    #[serde(default)]
+    pub kinds: Vec<String>,
+    /// The exact targets it is restricted to (as the adapter describes them, before
+    /// redaction), or `None` for every target.
+    #[serde(default)]
+    pub targets: Option<Vec<String>>,
+    /// The pipeline it is restricted to.
+    #[serde(default)]
+    pub pipeline: Option<String>,
+    /// The backfill it is restricted to.
+    #[serde(default)]
+    pub backfill_id: Option<String>,
+    /// The run-id pattern it is restricted to.
+    #[serde(default)]
+    pub run_id_pattern: Option<String>,
+    /// The trusted approver whose key signed it (the key's name in
+    /// `REPLAYSAFE_TRUSTED_APPROVERS`).
+    #[serde(default)]
+    pub signer: Option<String>,
+    /// The fingerprint of the key that signed it, trusted or not.
+    #[serde(default)]
+    pub signer_fingerprint: Option<String>,
 }
 
 impl From<&OptIn> for RecordOptIn {
     fn from(opt_in: &OptIn) -> Self {
         RecordOptIn {
             reason: opt_in.reason().to_owned(),
-            approved_by: opt_in.approved_by().to_owned(),
+            approved_by: opt_in.signer().unwrap_or(opt_in.approved_by()).to_owned(),
             expires_at: opt_in.expires_at(),
-            more: serde_json::Map::new(),
+            kinds: opt_in
+                .kinds()
+                .iter()
+                .map(|k| k.as_str().to_owned())
+                .collect(),
+            targets: opt_in.targets().map(|t| t.iter().cloned().collect()),
+            pipeline: opt_in.pipeline().map(str::to_owned),
+            backfill_id: opt_in.backfill_id().map(str::to_owned),
+            run_id_pattern: opt_in.run_id_pattern().map(str::to_owned),
+            signer: opt_in.signer().map(str::to_owned),
+            signer_fingerprint: opt_in.signer_fingerprint(),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Integration tests of replaysafe-core: one binary, one module per area.
 
+mod approval;
 mod env;
 mod gate;
 mod guard;
