@@ -104,6 +104,15 @@ fn main() {
         .build()
         .expect("raw client");
     let key = IdempotencyKey::parse(&"ab".repeat(32)).expect("key");
+    // The same guarded client with a journal that keeps nothing: what the gate, the key and
+    // the HTTP layer cost without the two journal writes a durable delivery makes.
+    let unjournaled = WebhookClient::builder(url.as_str())
+        .ssrf_policy(
+            SsrfPolicy::default()
+                .allow_network("127.0.0.1/32".parse::<IpNetwork>().expect("network")),
+        )
+        .build(replaysafe_core::NoopJournal)
+        .expect("guarded client");
 
     // Warm both connection pools and allocators once.
     runtime.block_on(guarded_chunk(&guarded, 0));
@@ -118,6 +127,13 @@ fn main() {
         |chunk| runtime.block_on(raw_chunk(&raw, &url, &key, chunk * CHUNK)),
     );
     journal.flush().expect("flush the journal");
+    runtime.block_on(guarded_chunk(&unjournaled, 0));
+    let (unjournaled_best, raw_again_best) = interleaved_chunks(
+        WEBHOOKS / CHUNK,
+        REPEATS,
+        |chunk| runtime.block_on(guarded_chunk(&unjournaled, chunk * CHUNK)),
+        |chunk| runtime.block_on(raw_chunk(&raw, &url, &key, chunk * CHUNK)),
+    );
 
     let guarded_rate = per_second(WEBHOOKS, guarded_best);
     let raw_rate = per_second(WEBHOOKS, raw_best);
@@ -137,6 +153,16 @@ fn main() {
             "webhook.guarded_vs_raw_throughput",
             guarded_rate / raw_rate,
             "raw reqwest, same requests and client settings",
+        )
+        .ratio(
+            "webhook.guarded_no_journal_vs_raw_throughput",
+            per_second(WEBHOOKS, unjournaled_best) / per_second(WEBHOOKS, raw_again_best),
+            "raw reqwest, interleaved with the guard on a journal that keeps nothing",
+        )
+        .figure(
+            "webhook.durable_journal_cost_per_delivery",
+            (guarded_best.as_secs_f64() - unjournaled_best.as_secs_f64()) * 1e6 / WEBHOOKS as f64,
+            "µs/delivery",
         );
     let path = report.write().expect("write the report");
     println!("report: {}", path.display());
