@@ -16,6 +16,7 @@ pub mod context;
 pub mod diff;
 pub mod duration;
 pub mod input;
+pub mod outbox;
 pub mod plan;
 pub mod render;
 pub mod report;

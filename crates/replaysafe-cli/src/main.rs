@@ -116,6 +116,8 @@ enum Command {
     /// Send one effect through the gate, for shell scripts and Airflow BashOperator tasks.
     #[command(subcommand)]
     Send(SendCommand),
+    /// Operate the outbox on SQLite or PostgreSQL: work, status, list, retry, resend, purge.
+    Outbox(replaysafe_cli::outbox::OutboxArgs),
     /// Print shell completions.
     Completions {
         /// The shell.
@@ -248,6 +250,7 @@ fn main() -> ExitCode {
 
 fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
+        Command::Outbox(args) => replaysafe_cli::outbox::run(args),
         Command::Report {
             journals,
             format,

@@ -214,6 +214,11 @@ pub trait OutboxStore: Send + Sync + fmt::Debug {
     async fn oldest_pending_age(&self, now: DateTime<Utc>)
     -> Result<Option<Duration>, OutboxError>;
 
+    /// Claimed rows whose lease is over at `now`: their worker stopped mid-delivery, so
+    /// a delivery may or may not have been made; the next claim sends them again under
+    /// the same key.
+    async fn in_doubt(&self, now: DateTime<Utc>) -> Result<u64, OutboxError>;
+
     /// Rows of one status, oldest first.
     async fn list(&self, status: Status, limit: u32) -> Result<Vec<RowSummary>, OutboxError>;
 

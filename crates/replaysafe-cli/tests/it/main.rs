@@ -2,6 +2,7 @@
 
 mod cli;
 mod durable;
+mod outbox;
 mod review;
 mod send;
 mod snapshots;

@@ -715,6 +715,18 @@ impl OutboxStore for PostgresOutbox {
         }))
     }
 
+    async fn in_doubt(&self, now: DateTime<Utc>) -> Result<u64, OutboxError> {
+        let client = self.client("counting rows in doubt").await?;
+        let row = client
+            .query_one(
+                "SELECT COUNT(*) FROM replaysafe_outbox WHERE status = 'claimed' AND lease_until_ms <= $1",
+                &[&millis(now)],
+            )
+            .await
+            .map_err(sql("counting rows in doubt"))?;
+        Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+    }
+
     async fn list(&self, status: Status, limit: u32) -> Result<Vec<RowSummary>, OutboxError> {
         let client = self.client("listing rows").await?;
         let rows = client
