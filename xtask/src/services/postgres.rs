@@ -6,18 +6,53 @@
 //! server runs as it (`runuser` for initdb, `setpriv`, which execs, for the postmaster).
 //! Durability is off (`fsync=off`): the cluster lives for one run.
 //!
-//! Variable: `REPLAYSAFE_TEST_POSTGRES_URL`
-//! (`postgres://postgres:PASSWORD@127.0.0.1:PORT/postgres`; tests create a database each).
+//! Variables: `REPLAYSAFE_TEST_POSTGRES_URL`
+//! (`postgres://postgres:PASSWORD@127.0.0.1:PORT/postgres`; tests create a database each),
+//! and `REPLAYSAFE_TEST_PSYCOPG_PYTHONPATH`, a folder under `target/pydeps` holding
+//! psycopg from PyPI, for the test of the documented Python staging recipe.
 
 use std::path::Path;
 use std::process::Command;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 
 use super::{Process, Started, free_port, wait_until};
 
 const BIN: &str = "/usr/lib/postgresql/15/bin";
 const TEST_PASSWORD: &str = "postgres-test-password-7d2a";
+/// The psycopg checked against; bump deliberately.
+const PSYCOPG: &str = "3.3.9";
+
+/// Installs psycopg (with its bundled libpq) under `target/pydeps` once.
+fn psycopg() -> anyhow::Result<std::path::PathBuf> {
+    let folder = crate::system::target_dir()
+        .join("pydeps")
+        .join(format!("psycopg-{PSYCOPG}"));
+    if !folder.join("psycopg").is_dir() {
+        let output = Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-input",
+                "--target",
+            ])
+            .arg(&folder)
+            .arg(format!("psycopg=={PSYCOPG}"))
+            .arg(format!("psycopg-binary=={PSYCOPG}"))
+            .output()
+            .context("running python3 -m pip")?;
+        if !output.status.success() {
+            bail!(
+                "installing psycopg {PSYCOPG} failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
+    Ok(folder)
+}
 
 pub(crate) fn start(dir: &Path) -> anyhow::Result<Started> {
     let root = crate::system::is_root();
@@ -105,9 +140,15 @@ pub(crate) fn start(dir: &Path) -> anyhow::Result<Started> {
     })?;
     Ok(Started {
         processes: vec![process],
-        env: vec![(
-            "REPLAYSAFE_TEST_POSTGRES_URL".into(),
-            format!("postgres://postgres:{TEST_PASSWORD}@127.0.0.1:{port}/postgres"),
-        )],
+        env: vec![
+            (
+                "REPLAYSAFE_TEST_POSTGRES_URL".into(),
+                format!("postgres://postgres:{TEST_PASSWORD}@127.0.0.1:{port}/postgres"),
+            ),
+            (
+                "REPLAYSAFE_TEST_PSYCOPG_PYTHONPATH".into(),
+                psycopg()?.display().to_string(),
+            ),
+        ],
     })
 }

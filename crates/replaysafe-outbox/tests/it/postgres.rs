@@ -653,3 +653,132 @@ async fn a_worker_keeps_its_in_flight_deliveries_going_together() {
         8
     );
 }
+
+/// The two Python blocks of `docs/reference/outbox.md`: SQLite's (with the key
+/// derivation) and PostgreSQL's.
+fn python_blocks() -> (String, String, String) {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/reference/outbox.md"
+    ))
+    .unwrap();
+    let blocks: Vec<&str> = doc
+        .split("```python\n")
+        .skip(1)
+        .map(|rest| rest.split("```").next().unwrap())
+        .collect();
+    assert_eq!(blocks.len(), 2, "two Python recipes");
+    (doc.clone(), blocks[0].to_owned(), blocks[1].to_owned())
+}
+
+#[test]
+fn the_documented_postgres_upsert_is_the_one_the_crate_runs() {
+    let (doc, _, python) = python_blocks();
+    assert!(
+        doc.contains(&format!("```sql\n{}\n```", postgres::STAGE_SQL)),
+        "docs/reference/outbox.md shows another PostgreSQL statement"
+    );
+    // The recipe's named parameters, numbered in order of first appearance, give the
+    // crate's statement.
+    let start = python.find("PG_STAGE_SQL = \"\"\"\n").unwrap() + "PG_STAGE_SQL = \"\"\"\n".len();
+    let statement = &python[start..start + python[start..].find("\n\"\"\"").unwrap()];
+    let mut names: Vec<String> = Vec::new();
+    let mut numbered = String::new();
+    let mut rest = statement;
+    while let Some(open) = rest.find("%(") {
+        numbered.push_str(&rest[..open]);
+        let close = rest[open..].find(")s").unwrap() + open;
+        let name = rest[open + 2..close].to_owned();
+        let index = match names.iter().position(|n| *n == name) {
+            Some(index) => index + 1,
+            None => {
+                names.push(name);
+                names.len()
+            }
+        };
+        numbered.push_str(&format!("${index}"));
+        rest = &rest[close + 2..];
+    }
+    numbered.push_str(rest);
+    assert_eq!(numbered, postgres::STAGE_SQL);
+}
+
+#[tokio::test]
+async fn a_row_staged_by_psycopg_in_its_own_transaction_is_delivered_by_a_rust_worker() {
+    use crate::receiver::Receiver;
+    let pythonpath = replaysafe_test::services::require("REPLAYSAFE_TEST_PSYCOPG_PYTHONPATH");
+    let fx = PgFixture::new().await;
+    let receiver = Receiver::start().await;
+    let route = crate::end_to_end::webhook_route(&receiver, fx.journal.clone());
+    let end =
+        chrono::DurationRound::duration_trunc(chrono::Utc::now(), TimeDelta::minutes(1)).unwrap();
+    let (start, end) = (
+        replaysafe_core::rfc3339(end - TimeDelta::hours(1)),
+        replaysafe_core::rfc3339(end),
+    );
+    let (_, sqlite_recipe, pg_recipe) = python_blocks();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("stage.py");
+    std::fs::write(
+        &script,
+        sqlite_recipe
+            + &pg_recipe
+            + r#"
+
+import sys
+import psycopg
+
+url, target, start, end = sys.argv[1:5]
+with psycopg.connect(url) as conn:
+    # A rolled-back transaction leaves no row.
+    with conn.transaction(force_rollback=True):
+        stage_webhook_pg(conn, route="partner_webhook", target=target, pipeline="daily_orders",
+                         run_id="scheduled__python", window_start=start, window_end=end,
+                         event_type="orders.rolled_back", data={"total": 0})
+    with conn.transaction():
+        conn.execute("CREATE TABLE IF NOT EXISTS orders_daily (day TEXT, total BIGINT)")
+        conn.execute("INSERT INTO orders_daily VALUES ('2026-08-05', 42)")
+        key = stage_webhook_pg(conn, route="partner_webhook", target=target, pipeline="daily_orders",
+                               run_id="scheduled__python", window_start=start, window_end=end,
+                               event_type="orders.total", data={"total": 42})
+    # A replay of the same staging adds no row.
+    with conn.transaction():
+        again = stage_webhook_pg(conn, route="partner_webhook", target=target, pipeline="daily_orders",
+                                 run_id="scheduled__python", window_start=start, window_end=end,
+                                 event_type="orders.total", data={"total": 42})
+    assert again == key
+    print(key)
+"#,
+    )
+    .unwrap();
+    let output = tokio::process::Command::new("python3")
+        .arg(&script)
+        .args([fx.url.as_str(), &receiver.url(), &start, &end])
+        .env("PYTHONPATH", pythonpath)
+        .output()
+        .await
+        .expect("python3 runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let key = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+    assert_eq!(fx.rows().await, 1);
+
+    let worker = Worker::builder(fx.outbox.clone())
+        .add_route(route)
+        .build()
+        .unwrap();
+    let stats = worker.drain().await.unwrap();
+    assert_eq!(
+        stats.delivered,
+        1,
+        "{stats:?} {:?}",
+        fx.outbox.list(Status::Dead, 1).await.unwrap()
+    );
+    let requests = receiver.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].idempotency_key.as_deref(), Some(key.as_str()));
+    assert_eq!(requests[0].body, r#"{"total":42}"#);
+}
