@@ -7,7 +7,7 @@
 //!   catch-up), installed from PyPI into `target/airflow`.
 //! - `cargo xtask demo`: the example pipeline, live window then backfill.
 //! - `cargo xtask bench`: benchmarks; writes `target/bench/summary.json`.
-//! - `cargo xtask soak outbox [--kills N]`: the outbox's crash test with real processes;
+//! - `cargo xtask soak outbox [--kills N] [--backend sqlite|postgres]`: the outbox's crash test with real processes;
 //!   merges its figures into `target/bench/summary.json`.
 //! - `cargo xtask services [NAME...]`: starts the test servers and prints their
 //!   environment, until interrupted, for running `cargo test` by hand.
@@ -63,7 +63,7 @@ commands:
   airflow            replaysafe under a real Airflow 3.3.2 (scheduler, backfill, catch-up); installs it under target/airflow
   demo [--real]      the example pipeline: the current window delivered, a backfill suppressed
   bench              benchmarks; writes target/bench/summary.json
-  soak outbox [--kills N] [--workers W]
+  soak outbox [--kills N] [--workers W] [--backend sqlite|postgres]
                      the outbox crash test: SIGKILLed workers, 0 lost, 0 duplicates (default 1000 kills)
   services [NAME..]  start test servers on 127.0.0.1, print their environment, wait for Ctrl-C
 ";
