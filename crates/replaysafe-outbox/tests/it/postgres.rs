@@ -782,3 +782,200 @@ with psycopg.connect(url) as conn:
     assert_eq!(requests[0].idempotency_key.as_deref(), Some(key.as_str()));
     assert_eq!(requests[0].body, r#"{"total":42}"#);
 }
+
+/// A TCP proxy in front of the server: `cut` drops every open connection, and while
+/// `blocked` it closes new ones at once (the database is unreachable).
+struct CuttingProxy {
+    port: u16,
+    blocked: Arc<std::sync::atomic::AtomicBool>,
+    open: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    accepting: tokio::task::JoinHandle<()>,
+}
+
+impl CuttingProxy {
+    async fn start(target: u16) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let blocked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let open: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let accepting = {
+            let (blocked, open) = (blocked.clone(), open.clone());
+            tokio::spawn(async move {
+                while let Ok((mut inbound, _)) = listener.accept().await {
+                    if blocked.load(std::sync::atomic::Ordering::SeqCst) {
+                        drop(inbound);
+                        continue;
+                    }
+                    let Ok(mut outbound) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                    else {
+                        continue;
+                    };
+                    open.lock().unwrap().push(tokio::spawn(async move {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }));
+                }
+            })
+        };
+        CuttingProxy {
+            port,
+            blocked,
+            open,
+            accepting,
+        }
+    }
+
+    fn cut(&self) {
+        for connection in self.open.lock().unwrap().drain(..) {
+            connection.abort();
+        }
+    }
+
+    fn block(&self, blocked: bool) {
+        self.blocked
+            .store(blocked, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for CuttingProxy {
+    fn drop(&mut self) {
+        self.cut();
+        self.accepting.abort();
+    }
+}
+
+type Pause = (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::sync::oneshot::Receiver<()>,
+);
+
+/// Records every delivery's key; the first delivery waits for a go-ahead after saying
+/// it has begun.
+#[derive(Clone, Debug, Default)]
+struct Pausing {
+    delivered: Arc<std::sync::Mutex<Vec<String>>>,
+    first: Arc<std::sync::Mutex<Option<Pause>>>,
+}
+
+#[async_trait]
+impl EffectClient for Pausing {
+    type Effect = Note;
+    type Receipt = ();
+    type Error = TestError;
+
+    fn describe(&self, _cx: &ReplayContext, note: &Note) -> Result<EffectDescription, TestError> {
+        EffectDescription::new(EffectKind::Webhook, &note.message_type, &note.target)
+            .map(|d| d.with_payload(note.body.as_bytes()))
+            .map_err(|e| TestError::Invalid(e.to_string()))
+    }
+
+    async fn deliver(&self, delivery: &Delivery<'_>, _note: &Note) -> Result<(), TestError> {
+        let pause = self.first.lock().unwrap().take();
+        if let Some((begun, go_ahead)) = pause {
+            let _ = begun.send(());
+            let _ = go_ahead.await;
+        }
+        self.delivered
+            .lock()
+            .unwrap()
+            .push(delivery.key().as_str().to_owned());
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_cut_mid_delivery_leaves_the_row_to_be_reclaimed_after_its_lease_and_delivered_once()
+ {
+    let fx = PgFixture::new().await;
+    let port = postgres::parse_url(&fx.url).unwrap().get_ports()[0];
+    let proxy = CuttingProxy::start(port).await;
+    let proxied = fx
+        .url
+        .replace(&format!(":{port}/"), &format!(":{}/", proxy.port));
+    let store = PostgresOutbox::builder(postgres::parse_url(&proxied).unwrap())
+        .pool_size(1)
+        .listen(false)
+        .connect()
+        .await
+        .unwrap();
+
+    let (begun, begun_seen) = tokio::sync::oneshot::channel();
+    let (go_ahead, go) = tokio::sync::oneshot::channel();
+    let client = Pausing::default();
+    *client.first.lock().unwrap() = Some((begun, go));
+    let route = Route::new(
+        "partner_webhook",
+        Guard::with_shared_journal(client.clone(), fx.journal.clone()),
+    )
+    .unwrap();
+    // The worker runs on the system clock, so the row's window is current now.
+    let now = chrono::Utc::now();
+    let cx = ReplayContext::builder()
+        .pipeline("daily_orders")
+        .run_id("scheduled__cut")
+        .run_kind(RunKind::Scheduled)
+        .window(Window::new(now - TimeDelta::hours(1), now).unwrap())
+        .build()
+        .unwrap();
+    let staged = {
+        let mut conn = fx.outbox.pool().get().await.unwrap();
+        let tx = conn.transaction().await.unwrap();
+        let staged = postgres::stage(&tx, &cx, &route, &Note::new("daily_total", "42"))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        staged
+    };
+
+    let lease = Duration::from_millis(1000);
+    let worker = Worker::builder(store)
+        .add_route(route)
+        .lease(lease)
+        .poll_interval(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        worker
+            .run_until(async {
+                let _ = stopped.await;
+            })
+            .await
+    });
+
+    // Mid-delivery: the database connection is cut and stays unreachable, then the
+    // receiver answers. The completion cannot be written.
+    begun_seen.await.unwrap();
+    proxy.block(true);
+    proxy.cut();
+    go_ahead.send(()).unwrap();
+    // Past the lease, the row is still claimed: the cut completion changed nothing.
+    tokio::time::sleep(lease + Duration::from_millis(300)).await;
+    assert_eq!(
+        fx.text(&staged.key, "status").await.as_deref(),
+        Some("claimed")
+    );
+    assert_eq!(client.delivered.lock().unwrap().len(), 1);
+
+    // The database is back: the worker's pool reconnects, the row is reclaimed and
+    // delivered again under the same key, and completed once.
+    proxy.block(false);
+    let done = tokio::time::timeout(Duration::from_secs(60), async {
+        while fx.text(&staged.key, "status").await.as_deref() != Some("delivered") {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(done.is_ok(), "the row was not reclaimed and delivered");
+    stop.send(()).unwrap();
+    let stats = running.await.unwrap();
+    assert!(stats.store_errors >= 1, "{stats:?}");
+    assert_eq!(
+        *client.delivered.lock().unwrap(),
+        [staged.key.clone(), staged.key.clone()],
+        "one raw re-delivery, under the row's key, which the receiver de-duplicates"
+    );
+    assert_eq!(fx.text(&staged.key, "attempts").await.as_deref(), Some("2"));
+    let counters = fx.outbox.counters().await.unwrap();
+    assert_eq!((counters.reclaimed, counters.stale_completions), (1, 0));
+}
