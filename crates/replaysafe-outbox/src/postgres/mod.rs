@@ -191,10 +191,89 @@ where
     })
 }
 
-async fn upsert(tx: &Transaction<'_>, row: &StagedRow) -> Result<bool, OutboxError> {
+/// The staging statement prepared once on a connection, for a transaction that stages
+/// many rows: each staging is then one round trip without the server parsing and
+/// planning the upsert again (about three times as fast as [`stage`] per row).
+///
+/// It belongs to the connection it was prepared on: use it with transactions of that
+/// connection only (another connection does not know the statement, and says so).
+///
+/// ```no_run
+/// # async fn example(outbox: replaysafe_outbox::postgres::PostgresOutbox,
+/// #     route: replaysafe_outbox::Route<impl replaysafe_core::EffectClient<Effect = String> + 'static>,
+/// #     cx: replaysafe_core::ReplayContext, totals: Vec<String>) -> Result<(), Box<dyn std::error::Error>> {
+/// use replaysafe_outbox::postgres::Stager;
+///
+/// let mut conn = outbox.pool().get().await?;
+/// let tx = conn.transaction().await?;
+/// let stager = Stager::prepare(&tx).await?;
+/// for total in &totals {
+///     stager.stage(&tx, &cx, &route, total).await?;
+/// }
+/// tx.commit().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Stager {
+    statement: tokio_postgres::Statement,
+}
+
+impl Stager {
+    /// Prepares [`STAGE_SQL`] on `tx`'s connection.
+    pub async fn prepare(tx: &Transaction<'_>) -> Result<Self, OutboxError> {
+        let statement = tx
+            .prepare_typed(STAGE_SQL, &STAGE_TYPES)
+            .await
+            .map_err(sql("preparing the staging statement"))?;
+        Ok(Stager { statement })
+    }
+
+    /// [`stage`], with the prepared statement.
+    pub async fn stage<C>(
+        &self,
+        tx: &Transaction<'_>,
+        cx: &ReplayContext,
+        route: &Route<C>,
+        effect: &C::Effect,
+    ) -> Result<Staged, OutboxError>
+    where
+        C: EffectClient + 'static,
+        C::Effect: Serialize + DeserializeOwned,
+    {
+        self.stage_versioned(tx, cx, route, effect, SourceVersion::default())
+            .await
+    }
+
+    /// [`stage_versioned`], with the prepared statement.
+    pub async fn stage_versioned<C>(
+        &self,
+        tx: &Transaction<'_>,
+        cx: &ReplayContext,
+        route: &Route<C>,
+        effect: &C::Effect,
+        version: SourceVersion,
+    ) -> Result<Staged, OutboxError>
+    where
+        C: EffectClient + 'static,
+        C::Effect: Serialize + DeserializeOwned,
+    {
+        let (row, staged) = prepare(cx, route, effect, version)?;
+        let status = row.status.as_str();
+        let changed = tx
+            .execute(&self.statement, &values(&row, &status))
+            .await
+            .map_err(sql("staging an effect"))?;
+        Ok(Staged {
+            changed: changed > 0,
+            ..staged
+        })
+    }
+}
+
+/// The parameters of [`STAGE_SQL`] for `row`, in order.
+fn values<'a>(row: &'a StagedRow, status: &'a &'static str) -> [&'a (dyn ToSql + Sync); 30] {
     let cx = &row.context;
-    let status = row.status.as_str();
-    let values: [&(dyn ToSql + Sync); 30] = [
+    [
         &row.key,
         &row.route,
         &cx.pipeline,
@@ -222,10 +301,15 @@ async fn upsert(tx: &Transaction<'_>, row: &StagedRow) -> Result<bool, OutboxErr
         &row.payload_bytes,
         &row.summary,
         &row.source_version,
-        &status,
+        status,
         &row.reasons,
         &row.staged_at_ms,
-    ];
+    ]
+}
+
+async fn upsert(tx: &Transaction<'_>, row: &StagedRow) -> Result<bool, OutboxError> {
+    let status = row.status.as_str();
+    let values = values(row, &status);
     let params: Vec<(&(dyn ToSql + Sync), Type)> = values
         .into_iter()
         .zip(STAGE_TYPES.iter().cloned())

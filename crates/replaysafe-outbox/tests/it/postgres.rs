@@ -288,19 +288,25 @@ async fn concurrent_claims_from_many_pools_never_take_one_row_twice() {
     let fx = PgFixture::new().await;
     let mut conn = fx.outbox.pool().get().await.unwrap();
     let tx = conn.transaction().await.unwrap();
+    let stager = postgres::Stager::prepare(&tx).await.unwrap();
     let mut keys = HashSet::new();
     for i in 0..300 {
-        let staged = postgres::stage(
-            &tx,
-            &fx.live(),
-            &fx.route,
-            &Note::new(&format!("m{i}"), "1"),
-        )
-        .await
-        .unwrap();
+        let note = Note::new(&format!("m{i}"), "1");
+        let staged = stager
+            .stage(&tx, &fx.live(), &fx.route, &note)
+            .await
+            .unwrap();
+        assert!(staged.changed);
+        // The prepared statement keeps the rules: the same effect again writes nothing.
+        let again = stager
+            .stage(&tx, &fx.live(), &fx.route, &note)
+            .await
+            .unwrap();
+        assert!(!again.changed);
         keys.insert(staged.key);
     }
     tx.commit().await.unwrap();
+    assert_eq!(fx.rows().await, 300);
 
     let mut claimers = Vec::new();
     for _ in 0..6 {
