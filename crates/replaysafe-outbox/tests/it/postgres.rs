@@ -962,6 +962,11 @@ async fn a_connection_cut_mid_delivery_leaves_the_row_to_be_reclaimed_after_its_
         Some("claimed")
     );
     assert_eq!(client.delivered.lock().unwrap().len(), 1);
+    assert_eq!(
+        fx.outbox.in_doubt(chrono::Utc::now()).await.unwrap(),
+        1,
+        "claimed with the lease over: in doubt"
+    );
 
     // The database is back: the worker's pool reconnects, the row is reclaimed and
     // delivered again under the same key, and completed once.
