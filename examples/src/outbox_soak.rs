@@ -1,6 +1,8 @@
 //! `cargo xtask soak outbox`: the outbox's crash test, with real processes.
 //!
-//! The controller stages webhooks into a SQLite outbox while `--workers` worker
+//! The controller stages webhooks into a SQLite outbox (or, with `--backend postgres`, a
+//! fresh database on the PostgreSQL server at `--postgres-url` or
+//! `REPLAYSAFE_TEST_POSTGRES_URL`) while `--workers` worker
 //! processes (this program, `worker` mode) deliver them to a loopback receiver that
 //! records every request and de-duplicates by `Idempotency-Key`. The controller kills
 //! random workers with SIGKILL at random moments, some of them right around the
@@ -15,8 +17,8 @@
 //! stopping cleanly on SIGTERM. It writes its figures as JSON to `--out`.
 //!
 //! ```text
-//! outbox_soak [--kills N] [--workers W] [--out FILE]
-//! outbox_soak worker --db PATH --url URL --slot K --lease-ms L
+//! outbox_soak [--kills N] [--workers W] [--backend sqlite|postgres] [--postgres-url URL] [--out FILE]
+//! outbox_soak worker --db sqlite:PATH|postgres://… --url URL --slot K --lease-ms L
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
@@ -33,8 +35,10 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use chrono::{DurationRound, TimeDelta, Utc};
+use replaysafe::outbox::postgres::{self, PostgresOutbox};
 use replaysafe::outbox::rusqlite::Connection;
-use replaysafe::outbox::{OutboxStore, Route, Worker, sqlite};
+use replaysafe::outbox::tokio_postgres::NoTls;
+use replaysafe::outbox::{OutboxStore, Route, StoreCounters, Worker, WorkerBuilder, sqlite};
 use replaysafe::webhook::{IpNetwork, SsrfPolicy, Webhook, WebhookClient};
 use replaysafe::{NoopJournal, ReplayContext, RunKind, Window};
 
@@ -76,8 +80,16 @@ async fn worker(args: &[String]) -> anyhow::Result<()> {
     let url = flag(args, "--url").context("--url")?;
     let slot = flag(args, "--slot").context("--slot")?;
     let lease_ms: u64 = flag(args, "--lease-ms").context("--lease-ms")?.parse()?;
-    let store = sqlite::SqliteOutbox::open(db)?;
-    let worker = Worker::builder(store)
+    let builder: WorkerBuilder = match db.strip_prefix("sqlite:") {
+        Some(path) => Worker::builder(sqlite::SqliteOutbox::open(path)?),
+        None => Worker::builder(
+            PostgresOutbox::builder(postgres::parse_url(db)?)
+                .pool_size(2)
+                .connect()
+                .await?,
+        ),
+    };
+    let worker = builder
         .add_route(route(url, slot)?)
         .lease(Duration::from_millis(lease_ms))
         .batch_size(4)
@@ -191,10 +203,9 @@ async fn receive(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Statu
     StatusCode::OK
 }
 
-fn spawn_worker(db: &Path, url: &str, slot: usize) -> anyhow::Result<Child> {
+fn spawn_worker(db: &Database, url: &str, slot: usize) -> anyhow::Result<Child> {
     Command::new(std::env::current_exe()?)
-        .args(["worker", "--db"])
-        .arg(db)
+        .args(["worker", "--db", &db.arg()])
         .args(["--url", url, "--slot", &slot.to_string()])
         .args(["--lease-ms", &LEASE.as_millis().to_string()])
         .stdin(Stdio::null())
@@ -204,18 +215,23 @@ fn spawn_worker(db: &Path, url: &str, slot: usize) -> anyhow::Result<Child> {
         .context("starting a worker")
 }
 
-/// Stages webhooks, 20 a transaction, until `stop`; returns how many.
-fn stage_until(db: &Path, url: &str, stop: &AtomicBool) -> anyhow::Result<u64> {
-    let route = route(url, "stager")?;
-    let mut conn = Connection::open(db)?;
-    sqlite::configure(&conn)?;
+/// The context the stager stages under: a current scheduled run.
+fn soak_context() -> anyhow::Result<ReplayContext> {
     let end = Utc::now().duration_trunc(TimeDelta::minutes(1))?;
-    let cx = ReplayContext::builder()
+    Ok(ReplayContext::builder()
         .pipeline("soak")
         .run_id("scheduled__soak")
         .run_kind(RunKind::Scheduled)
         .window(Window::new(end - TimeDelta::hours(1), end)?)
-        .build()?;
+        .build()?)
+}
+
+/// Stages webhooks into SQLite, 20 a transaction, until `stop`; returns how many.
+fn stage_until(db: &Path, url: &str, stop: &AtomicBool) -> anyhow::Result<u64> {
+    let route = route(url, "stager")?;
+    let mut conn = Connection::open(db)?;
+    sqlite::configure(&conn)?;
+    let cx = soak_context()?;
     let mut staged = 0u64;
     while !stop.load(Ordering::SeqCst) {
         let tx = conn.transaction()?;
@@ -230,11 +246,104 @@ fn stage_until(db: &Path, url: &str, stop: &AtomicBool) -> anyhow::Result<u64> {
     Ok(staged)
 }
 
-fn count(db: &Path, sql: &str) -> anyhow::Result<u64> {
-    let conn = Connection::open(db)?;
-    conn.busy_timeout(Duration::from_secs(30))?;
-    let n: i64 = conn.query_row(sql, [], |r| r.get(0))?;
-    Ok(u64::try_from(n)?)
+/// Stages webhooks into PostgreSQL, 20 a transaction, until `stop`; returns how many.
+async fn stage_until_postgres(
+    outbox: PostgresOutbox,
+    url: String,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<u64> {
+    let route = route(&url, "stager")?;
+    let cx = soak_context()?;
+    let mut staged = 0u64;
+    while !stop.load(Ordering::SeqCst) {
+        let mut conn = outbox.pool().get().await?;
+        let tx = conn.transaction().await?;
+        for _ in 0..20 {
+            let hook = Webhook::json(format!("soak.{staged}"), serde_json::json!({"n": staged}));
+            postgres::stage(&tx, &cx, &route, &hook).await?;
+            staged += 1;
+        }
+        tx.commit().await?;
+        tokio::time::sleep(Duration::from_millis(8)).await;
+    }
+    Ok(staged)
+}
+
+/// The outbox under test.
+#[derive(Clone, Debug)]
+enum Database {
+    Sqlite(PathBuf, sqlite::SqliteOutbox),
+    Postgres(String, PostgresOutbox),
+}
+
+impl Database {
+    /// How a worker is told where it is.
+    fn arg(&self) -> String {
+        match self {
+            Database::Sqlite(path, _) => format!("sqlite:{}", path.display()),
+            Database::Postgres(url, _) => url.clone(),
+        }
+    }
+
+    async fn count(&self, sql: &str) -> anyhow::Result<u64> {
+        match self {
+            Database::Sqlite(path, _) => {
+                let conn = Connection::open(path)?;
+                conn.busy_timeout(Duration::from_secs(30))?;
+                let n: i64 = conn.query_row(sql, [], |r| r.get(0))?;
+                Ok(u64::try_from(n)?)
+            }
+            Database::Postgres(_, outbox) => {
+                let conn = outbox.pool().get().await?;
+                let n: i64 = conn.query_one(sql, &[]).await?.get(0);
+                Ok(u64::try_from(n)?)
+            }
+        }
+    }
+
+    async fn keys(&self) -> anyhow::Result<Vec<String>> {
+        let sql = "SELECT idempotency_key FROM replaysafe_outbox";
+        match self {
+            Database::Sqlite(path, _) => {
+                let conn = Connection::open(path)?;
+                let mut statement = conn.prepare(sql)?;
+                Ok(statement
+                    .query_map([], |r| r.get(0))?
+                    .collect::<Result<_, _>>()?)
+            }
+            Database::Postgres(_, outbox) => {
+                let conn = outbox.pool().get().await?;
+                Ok(conn
+                    .query(sql, &[])
+                    .await?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect())
+            }
+        }
+    }
+
+    async fn counters(&self) -> anyhow::Result<StoreCounters> {
+        Ok(match self {
+            Database::Sqlite(_, store) => store.counters().await?,
+            Database::Postgres(_, store) => store.counters().await?,
+        })
+    }
+}
+
+/// A fresh database on the server at `admin`; returns its URL.
+async fn fresh_postgres(admin: &str) -> anyhow::Result<String> {
+    let (client, connection) = replaysafe::outbox::tokio_postgres::connect(admin, NoTls).await?;
+    tokio::spawn(connection);
+    let name = format!("soak_{:016x}", fastrand::u64(..));
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await?;
+    let base = admin
+        .rsplit_once('/')
+        .context("--postgres-url: expected postgres://USER:PASSWORD@HOST:PORT/DB")?
+        .0;
+    Ok(format!("{base}/{name}"))
 }
 
 async fn controller(args: &[String]) -> anyhow::Result<()> {
@@ -245,8 +354,31 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("replaysafe-soak-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let db = dir.join("outbox.db");
-    let store = sqlite::SqliteOutbox::open(&db)?;
+    let backend = flag(args, "--backend").unwrap_or("sqlite");
+    let db = match backend {
+        "sqlite" => {
+            let path = dir.join("outbox.db");
+            let store = sqlite::SqliteOutbox::open(&path)?;
+            Database::Sqlite(path, store)
+        }
+        "postgres" => {
+            let admin = match flag(args, "--postgres-url") {
+                Some(url) => url.to_owned(),
+                None => std::env::var("REPLAYSAFE_TEST_POSTGRES_URL").context(
+                    "--backend postgres needs --postgres-url or REPLAYSAFE_TEST_POSTGRES_URL",
+                )?,
+            };
+            let url = fresh_postgres(&admin).await?;
+            let store = PostgresOutbox::builder(postgres::parse_url(&url)?)
+                .pool_size(2)
+                .listen(false)
+                .connect()
+                .await?;
+            Database::Postgres(url, store)
+        }
+        other => bail!("--backend: expected sqlite or postgres, not {other:?}"),
+    };
+    println!("outbox soak on {backend}");
 
     let shared = Arc::new(Shared {
         max_kills: kills,
@@ -263,9 +395,16 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
 
     *lock(&shared.workers) = (0..workers).map(|_| None).collect();
     let stop_staging = Arc::new(AtomicBool::new(false));
-    let stager = {
-        let (db, url, stop) = (db.clone(), url.clone(), Arc::clone(&stop_staging));
-        std::thread::spawn(move || stage_until(&db, &url, &stop))
+    let stager = match &db {
+        Database::Sqlite(path, _) => {
+            let (path, url, stop) = (path.clone(), url.clone(), Arc::clone(&stop_staging));
+            tokio::task::spawn_blocking(move || stage_until(&path, &url, &stop))
+        }
+        Database::Postgres(_, outbox) => tokio::spawn(stage_until_postgres(
+            outbox.clone(),
+            url.clone(),
+            Arc::clone(&stop_staging),
+        )),
     };
 
     // Kill at random moments and restart, until the kills are spent.
@@ -299,9 +438,7 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(3)).await;
     }
     stop_staging.store(true, Ordering::SeqCst);
-    let staged = stager
-        .join()
-        .map_err(|_| anyhow::anyhow!("the stager panicked"))??;
+    let staged = stager.await??;
 
     // Let the survivors (restarted as needed) finish every row.
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -313,10 +450,9 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
                 restarts += 1;
             }
         }
-        let open = count(
-            &db,
-            "SELECT COUNT(*) FROM replaysafe_outbox WHERE status IN ('pending', 'claimed')",
-        )?;
+        let open = db
+            .count("SELECT COUNT(*) FROM replaysafe_outbox WHERE status IN ('pending', 'claimed')")
+            .await?;
         if open == 0 {
             break;
         }
@@ -358,23 +494,15 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
     }
     server.abort();
 
-    let counters = store.counters().await?;
+    let counters = db.counters().await?;
     let requests = lock(&shared.requests).clone();
-    let delivered = count(
-        &db,
-        "SELECT COUNT(*) FROM replaysafe_outbox WHERE status = 'delivered'",
-    )?;
-    let other = count(
-        &db,
-        "SELECT COUNT(*) FROM replaysafe_outbox WHERE status <> 'delivered'",
-    )?;
-    let keys: Vec<String> = {
-        let conn = Connection::open(&db)?;
-        let mut statement = conn.prepare("SELECT idempotency_key FROM replaysafe_outbox")?;
-        statement
-            .query_map([], |r| r.get(0))?
-            .collect::<Result<_, _>>()?
-    };
+    let delivered = db
+        .count("SELECT COUNT(*) FROM replaysafe_outbox WHERE status = 'delivered'")
+        .await?;
+    let other = db
+        .count("SELECT COUNT(*) FROM replaysafe_outbox WHERE status <> 'delivered'")
+        .await?;
+    let keys: Vec<String> = db.keys().await?;
     let lost = keys.iter().filter(|k| !requests.contains_key(*k)).count() as u64;
     let unknown = requests.keys().filter(|k| !keys.contains(k)).count() as u64;
     let raw: u64 = requests.values().sum();
@@ -385,10 +513,12 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
     let seconds = started.elapsed().as_secs_f64();
 
     let mut figures = BTreeMap::new();
+    // SQLite's figures keep their names; PostgreSQL's are `outbox.soak.postgres.*`.
+    let prefix = if backend == "sqlite" { "" } else { "postgres." };
     let mut figure = |name: &str, value: f64, unit: &str| {
         println!("{name:<44} {value:>12.1} {unit}");
         figures.insert(
-            format!("outbox.soak.{name}"),
+            format!("outbox.soak.{prefix}{name}"),
             serde_json::json!({"value": value, "unit": unit}),
         );
     };

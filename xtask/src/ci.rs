@@ -17,6 +17,7 @@ const FORBIDDEN_IN_CORE: &[&str] = &[
     "ssh2",
     "rusqlite",
     "tokio-postgres",
+    "deadpool-postgres",
     "sqlx",
     "hyper",
     "axum",
@@ -96,9 +97,17 @@ fn run_phases(phases: &mut Vec<(&'static str, Duration, bool)>) -> anyhow::Resul
                 .envs(env.clone()),
         )
     })?;
-    phase(phases, "demo", || crate::demo::run_real(env))?;
+    phase(phases, "demo", || crate::demo::run_real(env.clone()))?;
     phase(phases, "outbox crash test", || {
-        crate::soak::outbox(crate::soak::CI_KILLS, 3)
+        crate::soak::outbox(crate::soak::CI_KILLS, 3, crate::soak::Backend::Sqlite, &[])
+    })?;
+    phase(phases, "outbox crash test (postgres)", || {
+        crate::soak::outbox(
+            crate::soak::CI_KILLS,
+            3,
+            crate::soak::Backend::Postgres,
+            &env,
+        )
     })?;
     phase(phases, "report page in chromium", crate::browser::check)?;
     phase(phases, "python wheel", crate::dist::check)?;

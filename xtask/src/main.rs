@@ -10,7 +10,7 @@
 //! - `cargo xtask dist`: the `replaysafe` command as a Python wheel in `target/dist/`
 //!   (`pip install replaysafe`), built with maturin from PyPI.
 //! - `cargo xtask bench`: benchmarks; writes `target/bench/summary.json`.
-//! - `cargo xtask soak outbox [--kills N]`: the outbox's crash test with real processes;
+//! - `cargo xtask soak outbox [--kills N] [--backend sqlite|postgres]`: the outbox's crash test with real processes;
 //!   merges its figures into `target/bench/summary.json`.
 //! - `cargo xtask services [NAME...]`: starts the test servers and prints their
 //!   environment, until interrupted, for running `cargo test` by hand.
@@ -74,7 +74,7 @@ commands:
   dist [--profile P] the replaysafe command as a Python wheel (maturin, release profile by default) in target/dist/;
                      --check builds it with the dev profile, installs it into a fresh virtualenv and runs its replaysafe
   bench              benchmarks; writes target/bench/summary.json
-  soak outbox [--kills N] [--workers W]
+  soak outbox [--kills N] [--workers W] [--backend sqlite|postgres]
                      the outbox crash test: SIGKILLed workers, 0 lost, 0 duplicates (default 1000 kills)
   services [NAME..]  start test servers on 127.0.0.1, print their environment, wait for Ctrl-C
 ";

@@ -1,6 +1,7 @@
-//! `cargo xtask soak outbox [--kills N] [--workers W]`: the outbox's crash test with real
-//! processes (`examples/src/outbox_soak.rs`); its figures are merged into
-//! `target/bench/summary.json`.
+//! `cargo xtask soak outbox [--kills N] [--workers W] [--backend sqlite|postgres]`: the
+//! outbox's crash test with real processes (`examples/src/outbox_soak.rs`); its figures
+//! are merged into `target/bench/summary.json`. On PostgreSQL it uses the server of
+//! `REPLAYSAFE_TEST_POSTGRES_URL`, or starts one (`cargo xtask services postgres`).
 
 use std::collections::BTreeMap;
 
@@ -11,9 +12,17 @@ use crate::system::{cargo, exec, target_dir};
 /// The crash test `cargo xtask ci` runs: short, well under a minute.
 pub(crate) const CI_KILLS: u32 = 30;
 
+/// The outbox's database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Backend {
+    Sqlite,
+    Postgres,
+}
+
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let mut kills = 1000;
     let mut workers = 3;
+    let mut backend = Backend::Sqlite;
     match args.split_first() {
         Some((what, rest)) if what == "outbox" => {
             let mut rest = rest.iter();
@@ -24,22 +33,48 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
                 match flag.as_str() {
                     "--kills" => kills = value.parse().context("--kills")?,
                     "--workers" => workers = value.parse().context("--workers")?,
+                    "--backend" => {
+                        backend = match value.as_str() {
+                            "sqlite" => Backend::Sqlite,
+                            "postgres" => Backend::Postgres,
+                            other => bail!("--backend: expected sqlite or postgres, not {other:?}"),
+                        }
+                    }
                     other => bail!("unknown flag {other:?}\n\n{USAGE}"),
                 }
             }
         }
         _ => bail!("{USAGE}"),
     }
-    outbox(kills, workers)
+    let mut services = None;
+    let mut env = Vec::new();
+    if backend == Backend::Postgres && std::env::var_os("REPLAYSAFE_TEST_POSTGRES_URL").is_none() {
+        let running = crate::services::start(&["postgres".to_owned()])?;
+        env = running.env();
+        services = Some(running);
+    }
+    let result = outbox(kills, workers, backend, &env);
+    drop(services);
+    result
 }
 
-const USAGE: &str = "usage: cargo xtask soak outbox [--kills N] [--workers W]";
+const USAGE: &str =
+    "usage: cargo xtask soak outbox [--kills N] [--workers W] [--backend sqlite|postgres]";
 
-/// Runs the outbox crash test and merges its figures into `target/bench/summary.json`.
-pub(crate) fn outbox(kills: u32, workers: u32) -> anyhow::Result<()> {
+/// Runs the outbox crash test (with `env` for the PostgreSQL server's variables) and
+/// merges its figures into `target/bench/summary.json`.
+pub(crate) fn outbox(
+    kills: u32,
+    workers: u32,
+    backend: Backend,
+    env: &[(String, String)],
+) -> anyhow::Result<()> {
     let bench = target_dir().join("bench");
     std::fs::create_dir_all(&bench)?;
-    let figures = bench.join("outbox-soak.json");
+    let (figures, backend_name) = match backend {
+        Backend::Sqlite => (bench.join("outbox-soak.json"), "sqlite"),
+        Backend::Postgres => (bench.join("outbox-soak-postgres.json"), "postgres"),
+    };
     exec(
         cargo()
             .args([
@@ -53,8 +88,10 @@ pub(crate) fn outbox(kills: u32, workers: u32) -> anyhow::Result<()> {
             ])
             .args(["--kills", &kills.to_string()])
             .args(["--workers", &workers.to_string()])
+            .args(["--backend", backend_name])
             .arg("--out")
-            .arg(&figures),
+            .arg(&figures)
+            .envs(env.iter().cloned()),
     )?;
     let summary_path = bench.join("summary.json");
     let mut summary: BTreeMap<String, serde_json::Value> =

@@ -18,6 +18,7 @@ pub mod diff;
 pub mod duration;
 pub mod html;
 pub mod input;
+pub mod outbox;
 pub mod plan;
 pub mod render;
 pub mod report;

@@ -132,6 +132,8 @@ enum Command {
         after_help = "The file takes effect in a run through REPLAYSAFE_OPT_IN=FILE or send --opt-in FILE.\nWith REPLAYSAFE_TRUSTED_APPROVERS=FILE set (NAME KEY lines, the .pub files of approve keygen), only a file signed by one of those keys lifts anything.\n\nExamples:\n  replaysafe approve keygen --name jane --out ~/.replaysafe\n  replaysafe approve --pipeline daily_orders --backfill-id bf-2026-07 --kind email \\\n    --reason 'corrected invoices' --approved-by jane@ops --expires 1d \\\n    --start 2026-07-01T00:00:00Z --end 2026-07-31T00:00:00Z --every 1d \\\n    --key ~/.replaysafe/jane.key --out approval.json"
     )]
     Approve(Box<ApproveArgs>),
+    /// Operate the outbox on SQLite or PostgreSQL: work, status, list, retry, resend, purge.
+    Outbox(replaysafe_cli::outbox::OutboxArgs),
     /// Print shell completions.
     Completions {
         /// The shell.
@@ -353,6 +355,7 @@ fn main() -> ExitCode {
 
 fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
+        Command::Outbox(args) => replaysafe_cli::outbox::run(args),
         Command::Report {
             journals,
             format,

@@ -78,6 +78,8 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod error;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 mod route;
 mod row;
 pub mod sqlite;
@@ -95,3 +97,5 @@ pub use store::{
 pub use worker::{
     DEFAULT_BATCH, DEFAULT_LEASE, DEFAULT_POLL, Worker, WorkerBuilder, WorkerStats, default_retry,
 };
+#[cfg(feature = "postgres")]
+pub use {deadpool_postgres, tokio_postgres};

@@ -185,7 +185,8 @@ pub struct StoreCounters {
 
 /// A database that holds the outbox table: claims, completions and operations.
 ///
-/// Implementations: [`crate::sqlite::SqliteOutbox`]. A backend for another database
+/// Implementations: [`crate::sqlite::SqliteOutbox`], and `postgres::PostgresOutbox` with
+/// the `postgres` feature. A backend for another database
 /// implements this trait and a `stage` over its own transaction type; workers and
 /// operations do not change.
 #[async_trait]
@@ -212,6 +213,11 @@ pub trait OutboxStore: Send + Sync + fmt::Debug {
     /// How long the oldest pending row has waited since it was staged.
     async fn oldest_pending_age(&self, now: DateTime<Utc>)
     -> Result<Option<Duration>, OutboxError>;
+
+    /// Claimed rows whose lease is over at `now`: their worker stopped mid-delivery, so
+    /// a delivery may or may not have been made; the next claim sends them again under
+    /// the same key.
+    async fn in_doubt(&self, now: DateTime<Utc>) -> Result<u64, OutboxError>;
 
     /// Rows of one status, oldest first.
     async fn list(&self, status: Status, limit: u32) -> Result<Vec<RowSummary>, OutboxError>;
@@ -240,4 +246,11 @@ pub trait OutboxStore: Send + Sync + fmt::Debug {
 
     /// Totals kept across processes.
     async fn counters(&self) -> Result<StoreCounters, OutboxError>;
+
+    /// Waits until rows may be due, at most `within`: an idle worker calls it between
+    /// passes. The default sleeps `within` (polling); a backend that hears of new rows
+    /// (PostgreSQL's `LISTEN`) returns as soon as one is staged.
+    async fn wait_for_work(&self, within: Duration) {
+        tokio::time::sleep(within).await;
+    }
 }

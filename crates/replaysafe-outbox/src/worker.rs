@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::TimeDelta;
+use futures_util::StreamExt;
 use replaysafe_core::{Clock, EffectClient, EffectKind, Guard, RetryPolicy, SystemClock};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -42,6 +43,7 @@ pub struct WorkerBuilder {
     routes: Vec<Result<Arc<dyn ErasedRoute>, OutboxError>>,
     lease: Duration,
     batch: u32,
+    in_flight: usize,
     poll: Duration,
     retry: RetryPolicy,
     clock: Arc<dyn Clock>,
@@ -92,7 +94,16 @@ impl WorkerBuilder {
         self
     }
 
-    /// The pause when nothing is due (default 500 ms).
+    /// Deliveries in flight at once (default 1, at least 1): a worker whose receivers are
+    /// slow keeps this many going, each on its own row, and claims at least as many
+    /// rows at a time.
+    pub fn in_flight(mut self, deliveries: usize) -> Self {
+        self.in_flight = deliveries.max(1);
+        self
+    }
+
+    /// The longest pause when nothing is due (default 500 ms); a store that hears of
+    /// new rows (PostgreSQL) wakes the worker sooner.
     pub fn poll_interval(mut self, poll: Duration) -> Self {
         self.poll = poll;
         self
@@ -137,7 +148,10 @@ impl WorkerBuilder {
             routes,
             route_names,
             lease: self.lease,
-            batch: self.batch,
+            batch: self
+                .batch
+                .max(u32::try_from(self.in_flight).unwrap_or(u32::MAX)),
+            in_flight: self.in_flight,
             poll: self.poll,
             retry: self.retry,
             clock: self.clock,
@@ -148,7 +162,8 @@ impl WorkerBuilder {
 /// A delivery worker.
 ///
 /// Each pass claims up to a batch of due rows of its routes (one short transaction:
-/// claim token, lease, attempt count), then delivers them one at a time: it rebuilds the
+/// claim token, lease, attempt count), then delivers them, up to
+/// [`WorkerBuilder::in_flight`] at a time: it rebuilds the
 /// row's own context (only the clock is the worker's), and sends through the route's
 /// guard, which runs the gate again and journals; then it completes the row on its
 /// claim token. A stale completion (the lease was taken over) is rejected by the store,
@@ -162,6 +177,7 @@ pub struct Worker {
     route_names: Vec<String>,
     lease: Duration,
     batch: u32,
+    in_flight: usize,
     poll: Duration,
     retry: RetryPolicy,
     clock: Arc<dyn Clock>,
@@ -174,9 +190,18 @@ impl fmt::Debug for Worker {
             .field("routes", &self.route_names)
             .field("lease", &self.lease)
             .field("batch", &self.batch)
+            .field("in_flight", &self.in_flight)
             .field("retry", &self.retry)
             .finish_non_exhaustive()
     }
+}
+
+/// How one claimed row of a pass ended.
+enum Step<'a> {
+    Done(WorkerStats),
+    NotBegun(&'a ClaimedRow),
+    LeaseExpired,
+    Failed(OutboxError),
 }
 
 /// What a worker did.
@@ -225,6 +250,7 @@ impl Worker {
             routes: Vec::new(),
             lease: DEFAULT_LEASE,
             batch: DEFAULT_BATCH,
+            in_flight: 1,
             poll: DEFAULT_POLL,
             retry: default_retry(),
             clock: Arc::new(SystemClock),
@@ -290,7 +316,7 @@ impl Worker {
             };
             if idle && !stopped.load(Ordering::SeqCst) {
                 tokio::select! {
-                    () = tokio::time::sleep(self.poll) => {}
+                    () = self.store.wait_for_work(self.poll) => {}
                     () = wake.notified() => {}
                 }
             }
@@ -334,25 +360,52 @@ impl Worker {
             .unwrap_or(request.now);
         let rows = self.store.claim(&request).await?;
         stats.claimed = rows.len() as u64;
-        for (index, row) in rows.iter().enumerate() {
-            // Let the stop watcher run even when deliveries never wait (an in-process
-            // route on a current-thread runtime), so a stop is seen between two rows.
-            tokio::task::yield_now().await;
-            if stopped.load(Ordering::SeqCst) {
-                let rest = &rows[index..];
-                self.store.release(rest).await?;
-                stats.released += rest.len() as u64;
-                break;
+        // Up to `in_flight` rows at once; each checks the stop flag and the lease
+        // before it begins, and a row not begun is given back.
+        let rows = &rows;
+        let steps: Vec<Step<'_>> = futures_util::stream::iter(0..rows.len())
+            .map(|index| async move {
+                let row = &rows[index];
+                // Let the stop watcher run even when deliveries never wait (an in-process
+                // route on a current-thread runtime), so a stop is seen between two rows.
+                tokio::task::yield_now().await;
+                if stopped.load(Ordering::SeqCst) {
+                    return Step::NotBegun(row);
+                }
+                if self.clock.now() >= lease_ends {
+                    // The process was held up past its lease (a pause, a frozen VM): the
+                    // row may already be another worker's. Leave it to them.
+                    return Step::LeaseExpired;
+                }
+                let mut stats = WorkerStats::default();
+                match self.work(row, &mut stats).await {
+                    Ok(()) => Step::Done(stats),
+                    Err(error) => Step::Failed(error),
+                }
+            })
+            .buffer_unordered(self.in_flight)
+            .collect()
+            .await;
+        let mut not_begun = Vec::new();
+        let mut failure = None;
+        for step in steps {
+            match step {
+                Step::Done(done) => stats.add(done),
+                Step::NotBegun(row) => not_begun.push(row.clone()),
+                Step::LeaseExpired => stats.lease_expired += 1,
+                Step::Failed(error) => {
+                    failure.get_or_insert(error);
+                }
             }
-            if self.clock.now() >= lease_ends {
-                // The process was held up past its lease (a pause, a frozen VM): the rest
-                // of the batch may already be another worker's. Leave it to them.
-                stats.lease_expired += (rows.len() - index) as u64;
-                break;
-            }
-            self.work(row, &mut stats).await?;
         }
-        Ok(stats)
+        if !not_begun.is_empty() {
+            self.store.release(&not_begun).await?;
+            stats.released += not_begun.len() as u64;
+        }
+        match failure {
+            Some(error) => Err(error),
+            None => Ok(stats),
+        }
     }
 
     async fn work(&self, row: &ClaimedRow, stats: &mut WorkerStats) -> Result<(), OutboxError> {

@@ -16,6 +16,7 @@
 //! | `webhook` | `webhook`: signed, keyed webhooks and Airflow or URL triggers, with an SSRF guard |
 //! | `email` | `email`: SMTP (lettre) or `.eml` folder email, one keyed effect per recipient |
 //! | `outbox-sqlite` | `outbox`: effects staged in the data's own SQLite transaction, delivered once per key by workers |
+//! | `outbox-postgres` | `outbox::postgres`: the outbox on PostgreSQL, for workers on many machines |
 //! | `full` | every adapter, and the outbox |
 //!
 //! See [`replaysafe_core`] for the complete guide and example.
@@ -102,8 +103,8 @@ pub use replaysafe_email as email;
 #[cfg(all(doctest, feature = "webhook"))]
 pub struct RawClientsAreNotPublic;
 
-/// The transactional outbox (feature `outbox-sqlite`).
-#[cfg(feature = "outbox-sqlite")]
+/// The transactional outbox (feature `outbox-sqlite`; `outbox-postgres` adds `outbox::postgres`).
+#[cfg(any(feature = "outbox-sqlite", feature = "outbox-postgres"))]
 #[doc(inline)]
 pub use replaysafe_outbox as outbox;
 

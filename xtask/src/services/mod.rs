@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 mod alertmanager;
+mod postgres;
 mod pushgateway;
 mod smtp;
 mod sshd;
@@ -46,6 +47,11 @@ pub(crate) const CATALOGUE: &[Definition] = &[
         name: "pushgateway",
         packages: &["prometheus-pushgateway"],
         start: pushgateway::start,
+    },
+    Definition {
+        name: "postgres",
+        packages: &["postgresql-15"],
+        start: postgres::start,
     },
     Definition {
         name: "sshd",

@@ -3,6 +3,7 @@
 mod approve;
 mod cli;
 mod durable;
+mod outbox;
 mod review;
 mod send;
 mod send_kinds;

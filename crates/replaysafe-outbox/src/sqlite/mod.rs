@@ -618,6 +618,20 @@ impl OutboxStore for SqliteOutbox {
         .await
     }
 
+    async fn in_doubt(&self, now: DateTime<Utc>) -> Result<u64, OutboxError> {
+        self.run("counting rows in doubt", move |conn| {
+            let rows: i64 = conn
+                .query_row(
+                    "SELECT COUNT(*) FROM replaysafe_outbox WHERE status = 'claimed' AND lease_until_ms <= ?1",
+                    [millis(now)],
+                    |r| r.get(0),
+                )
+                .map_err(sql("counting rows in doubt"))?;
+            Ok(u64::try_from(rows).unwrap_or(0))
+        })
+        .await
+    }
+
     async fn list(&self, status: Status, limit: u32) -> Result<Vec<RowSummary>, OutboxError> {
         self.run("listing rows", move |conn| {
             let mut statement = conn

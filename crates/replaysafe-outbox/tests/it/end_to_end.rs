@@ -12,7 +12,10 @@ use replaysafe_webhook::{IpNetwork, SsrfPolicy, Webhook, WebhookClient};
 
 use crate::receiver::Receiver;
 
-fn webhook_route(receiver: &Receiver, journal: Arc<MemoryJournal>) -> Route<WebhookClient> {
+pub(crate) fn webhook_route(
+    receiver: &Receiver,
+    journal: Arc<MemoryJournal>,
+) -> Route<WebhookClient> {
     let guard = WebhookClient::builder(receiver.url())
         .ssrf_policy(
             SsrfPolicy::default().allow_network("127.0.0.1/32".parse::<IpNetwork>().unwrap()),

@@ -1,5 +1,7 @@
 mod end_to_end;
 mod ops;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod receiver;
 mod staging;
 mod support;

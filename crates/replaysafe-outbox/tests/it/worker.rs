@@ -213,8 +213,24 @@ async fn an_expired_lease_is_reclaimed_and_delivered() {
         0,
         "the lease still holds"
     );
+    assert_eq!(store.in_doubt(contexts::now()).await.unwrap(), 0);
     fx.clock.advance(TimeDelta::seconds(61));
+    // Claimed with the lease over: a delivery may have been made.
+    assert_eq!(
+        store
+            .in_doubt(contexts::now() + TimeDelta::seconds(61))
+            .await
+            .unwrap(),
+        1
+    );
     assert_eq!(worker.drain().await.unwrap().delivered, 1);
+    assert_eq!(
+        store
+            .in_doubt(contexts::now() + TimeDelta::seconds(61))
+            .await
+            .unwrap(),
+        0
+    );
     assert_eq!(fx.client.received().len(), 1);
 }
 
