@@ -92,3 +92,39 @@ pub(crate) fn ensure_packages(packages: &[&str]) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// Installs Python `packages` (pip requirement strings) into `folder` with
+/// `python3 -m pip install --target`, unless `folder` already holds `marker` (the
+/// package's import directory): for tests that import a reference library from PyPI.
+pub(crate) fn pip_install_into(
+    folder: &std::path::Path,
+    marker: &str,
+    packages: &[String],
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    if folder.join(marker).is_dir() {
+        return Ok(());
+    }
+    let output = std::process::Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--target",
+        ])
+        .arg(folder)
+        .args(packages)
+        .output()
+        .context("running python3 -m pip")?;
+    if !output.status.success() {
+        anyhow::bail!(
+            "installing {} failed: {}",
+            packages.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(())
+}

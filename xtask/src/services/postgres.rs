@@ -14,7 +14,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 
 use super::{Process, Started, free_port, wait_until};
 
@@ -28,29 +28,14 @@ fn psycopg() -> anyhow::Result<std::path::PathBuf> {
     let folder = crate::system::target_dir()
         .join("pydeps")
         .join(format!("psycopg-{PSYCOPG}"));
-    if !folder.join("psycopg").is_dir() {
-        let output = Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--no-input",
-                "--target",
-            ])
-            .arg(&folder)
-            .arg(format!("psycopg=={PSYCOPG}"))
-            .arg(format!("psycopg-binary=={PSYCOPG}"))
-            .output()
-            .context("running python3 -m pip")?;
-        if !output.status.success() {
-            bail!(
-                "installing psycopg {PSYCOPG} failed: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-    }
+    crate::system::pip_install_into(
+        &folder,
+        "psycopg",
+        &[
+            format!("psycopg=={PSYCOPG}"),
+            format!("psycopg-binary=={PSYCOPG}"),
+        ],
+    )?;
     Ok(folder)
 }
 

@@ -5,9 +5,6 @@
 //! for `python3`).
 
 use std::path::Path;
-use std::process::Command;
-
-use anyhow::{Context, bail};
 
 use super::Started;
 
@@ -18,28 +15,11 @@ pub(crate) fn start(_dir: &Path) -> anyhow::Result<Started> {
     let folder = crate::system::target_dir()
         .join("pydeps")
         .join(format!("standardwebhooks-{VERSION}"));
-    if !folder.join("standardwebhooks").is_dir() {
-        let output = Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--no-input",
-                "--target",
-            ])
-            .arg(&folder)
-            .arg(format!("standardwebhooks=={VERSION}"))
-            .output()
-            .context("running python3 -m pip")?;
-        if !output.status.success() {
-            bail!(
-                "installing standardwebhooks {VERSION} failed: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-    }
+    crate::system::pip_install_into(
+        &folder,
+        "standardwebhooks",
+        &[format!("standardwebhooks=={VERSION}")],
+    )?;
     Ok(Started {
         processes: Vec::new(),
         env: vec![(
