@@ -20,71 +20,19 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use chrono::{TimeDelta, Utc};
-use replaysafe_core::{
-    Classify, Delivery, EffectClient, EffectDescription, EffectKind, Guard, NoopJournal,
-    ReplayContext, RunKind, Window,
-};
+use replaysafe_core::{EffectKind, Guard, NoopJournal, ReplayContext, RunKind, Window};
 use replaysafe_outbox::postgres::{self, PostgresOutbox};
 use replaysafe_outbox::tokio_postgres::{self, NoTls};
 use replaysafe_outbox::{Route, Worker};
 use replaysafe_test::bench::{Report, interleaved_chunks, per_second};
 use replaysafe_webhook::{SsrfPolicy, Webhook, WebhookClient};
-use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct Message {
-    message_type: String,
-    body: String,
-}
+mod common;
 
-#[derive(Debug, thiserror::Error)]
-#[error("never fails")]
-struct Never;
-
-impl Classify for Never {
-    fn is_transient(&self) -> bool {
-        false
-    }
-}
-
-/// Describes like an adapter and delivers nowhere.
-#[derive(Clone, Copy, Debug)]
-struct Inert;
-
-#[async_trait]
-impl EffectClient for Inert {
-    type Effect = Message;
-    type Receipt = ();
-    type Error = Never;
-
-    fn describe(&self, _cx: &ReplayContext, m: &Message) -> Result<EffectDescription, Never> {
-        Ok(EffectDescription::new(
-            EffectKind::Webhook,
-            &m.message_type,
-            "https://partner.example/hooks",
-        )
-        .map_err(|_| Never)?
-        .with_payload(m.body.as_bytes()))
-    }
-
-    async fn deliver(&self, _delivery: &Delivery<'_>, _m: &Message) -> Result<(), Never> {
-        Ok(())
-    }
-}
-
-fn message(chunk: usize, i: usize) -> Message {
-    Message {
-        message_type: format!("bench.{chunk}.{i}"),
-        body: format!(
-            "{{\"orders\":{i},\"chunk\":{chunk},\"note\":\"{}\"}}",
-            "x".repeat(200)
-        ),
-    }
-}
+use common::{Inert, message};
 
 /// A current scheduled run by the system clock.
 fn live() -> ReplayContext {
