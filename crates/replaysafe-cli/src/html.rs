@@ -441,7 +441,7 @@ fn opt_ins(report: &Report) -> Markup {
             div.wrap { table.opt-ins {
                 thead { tr {
                     th { "kind" } th { "message type" } th { "target" } th { "window start" }
-                    th { "reason" } th { "approved by" } th { "signer" } th { "expires" }
+                    th { "reason" } th { "scope" } th { "approved by" } th { "signer" } th { "expires" }
                 } }
                 tbody {
                     @for delivery in &report.opt_in_deliveries {
@@ -451,6 +451,7 @@ fn opt_ins(report: &Report) -> Markup {
                             td { (text(&delivery.target)) }
                             td { (time_text(delivery.window_start)) }
                             td { (text(&delivery.reason)) }
+                            td { (text(&delivery.scope)) }
                             td { (text(&delivery.approved_by)) }
                             td { @match &delivery.signer {
                                 Some(signer) => { (text(signer)) }
