@@ -13,7 +13,7 @@ use replaysafe_core::{
 };
 use secrecy::SecretString;
 
-use crate::config::Config;
+use crate::config::{Config, Login};
 use crate::effect::{FileDrop, FileDropReceipt};
 use crate::error::Kind;
 use crate::pool::Shared;
@@ -36,10 +36,20 @@ impl fmt::Debug for SftpClient {
             .field("host", &config.host)
             .field("port", &config.port)
             .field("user", &config.user)
-            .field("private_key", &config.private_key)
             .field(
-                "passphrase",
-                &config.passphrase.as_ref().map(|_| "[redacted]"),
+                "login",
+                &match &config.login {
+                    Login::Key { path, passphrase } => format!(
+                        "key {}{}",
+                        path.display(),
+                        if passphrase.is_some() {
+                            " with a passphrase"
+                        } else {
+                            ""
+                        }
+                    ),
+                    Login::Password(_) => "password [redacted]".to_owned(),
+                },
             )
             .field("known_hosts", &config.known_hosts)
             .field("remote_dir", &config.remote_dir)
@@ -61,6 +71,7 @@ impl SftpClient {
             port: 22,
             private_key: None,
             passphrase: None,
+            password: None,
             known_hosts: None,
             remote_dir: None,
             connect_timeout: Duration::from_secs(10),
@@ -194,6 +205,7 @@ pub struct SftpClientBuilder {
     port: u16,
     private_key: Option<PathBuf>,
     passphrase: Option<SecretString>,
+    password: Option<SecretString>,
     known_hosts: Option<PathBuf>,
     remote_dir: Option<String>,
     connect_timeout: Duration,
@@ -214,6 +226,7 @@ impl fmt::Debug for SftpClientBuilder {
                 "passphrase",
                 &self.passphrase.as_ref().map(|_| "[redacted]"),
             )
+            .field("password", &self.password.as_ref().map(|_| "[redacted]"))
             .field("known_hosts", &self.known_hosts)
             .field("remote_dir", &self.remote_dir)
             .finish_non_exhaustive()
@@ -236,6 +249,14 @@ impl SftpClientBuilder {
     /// The passphrase of the private key. It never appears in `Debug`, errors, logs or the journal.
     pub fn passphrase(mut self, passphrase: SecretString) -> Self {
         self.passphrase = Some(passphrase);
+        self
+    }
+
+    /// Logs in with a password instead of a key (a partner that issues passwords only).
+    /// It never appears in `Debug`, errors, logs or the journal. The host key is still
+    /// verified before the password is sent.
+    pub fn password(mut self, password: SecretString) -> Self {
+        self.password = Some(password);
         self
     }
 
@@ -314,15 +335,38 @@ impl SftpClientBuilder {
         if self.port == 0 {
             return Err(Error::invalid("port", "must not be 0"));
         }
-        let private_key = self
-            .private_key
-            .ok_or_else(|| Error::invalid("private_key", "is required"))?;
-        if !private_key.is_file() {
-            return Err(Error::invalid(
-                "private_key",
-                format!("{} is not a readable file", private_key.display()),
-            ));
-        }
+        let login = match (self.private_key, self.password) {
+            (Some(_), Some(_)) => {
+                return Err(Error::invalid(
+                    "password",
+                    "give a private key or a password, not both",
+                ));
+            }
+            (None, None) => {
+                return Err(Error::invalid("private_key", "is required (or a password)"));
+            }
+            (None, Some(password)) => {
+                if self.passphrase.is_some() {
+                    return Err(Error::invalid(
+                        "passphrase",
+                        "belongs to a private key; a password login has none",
+                    ));
+                }
+                Login::Password(password)
+            }
+            (Some(path), None) => {
+                if !path.is_file() {
+                    return Err(Error::invalid(
+                        "private_key",
+                        format!("{} is not a readable file", path.display()),
+                    ));
+                }
+                Login::Key {
+                    path,
+                    passphrase: self.passphrase,
+                }
+            }
+        };
         let known_hosts = self.known_hosts.ok_or_else(|| {
             Error::invalid("known_hosts", "is required: host keys are always verified")
         })?;
@@ -354,8 +398,7 @@ impl SftpClientBuilder {
                     host,
                     port: self.port,
                     user: self.user,
-                    private_key,
-                    passphrase: self.passphrase,
+                    login,
                     known_hosts,
                     remote_dir,
                     connect_timeout: self.connect_timeout,
@@ -398,8 +441,10 @@ mod tests {
             host: host.into(),
             port,
             user: "u".into(),
-            private_key: PathBuf::new(),
-            passphrase: None,
+            login: Login::Key {
+                path: PathBuf::new(),
+                passphrase: None,
+            },
             known_hosts: PathBuf::new(),
             remote_dir: normalize_dir(dir).unwrap(),
             connect_timeout: Duration::from_secs(1),

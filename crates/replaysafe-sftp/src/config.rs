@@ -5,13 +5,21 @@ use std::time::Duration;
 
 use secrecy::SecretString;
 
+/// How the client authenticates: a key (with its passphrase, if any), or a password.
+pub(crate) enum Login {
+    Key {
+        path: PathBuf,
+        passphrase: Option<SecretString>,
+    },
+    Password(SecretString),
+}
+
 /// A client's settings, fixed when it is built.
 pub(crate) struct Config {
     pub(crate) host: String,
     pub(crate) port: u16,
     pub(crate) user: String,
-    pub(crate) private_key: PathBuf,
-    pub(crate) passphrase: Option<SecretString>,
+    pub(crate) login: Login,
     pub(crate) known_hosts: PathBuf,
     /// Without trailing slashes (except `/` itself).
     pub(crate) remote_dir: String,

@@ -8,7 +8,7 @@ use secrecy::ExposeSecret;
 use ssh2::{CheckResult, HashType, KnownHostFileKind, MethodType, Session, Sftp};
 
 use crate::Error;
-use crate::config::Config;
+use crate::config::{Config, Login};
 use crate::error::Kind;
 
 /// An authenticated session with its SFTP channel.
@@ -42,31 +42,36 @@ pub(crate) fn connect(config: &Config) -> Result<Connection, Error> {
     // **Before** authentication: a server we do not know never sees our key.
     verify_host_key(config, &session)?;
 
-    let passphrase = config
-        .passphrase
-        .as_ref()
-        .map(|secret| secret.expose_secret());
-    session
-        .userauth_pubkey_file(&config.user, None, &config.private_key, passphrase)
-        .map_err(|error| {
-            let mut error = Error::from_ssh(
-                format!(
-                    "authenticating as {} on {endpoint} with key {}",
-                    config.user,
-                    config.private_key.display()
-                ),
-                error,
-            );
-            if error.kind() == (Kind::Remote { transient: false }) {
-                error = error.reclassified(Kind::Authentication);
-            }
-            error
-        })?;
+    let (attempt, how) = match &config.login {
+        Login::Key { path, passphrase } => (
+            session.userauth_pubkey_file(
+                &config.user,
+                None,
+                path,
+                passphrase.as_ref().map(|secret| secret.expose_secret()),
+            ),
+            format!("with key {}", path.display()),
+        ),
+        Login::Password(password) => (
+            session.userauth_password(&config.user, password.expose_secret()),
+            "with a password".to_owned(),
+        ),
+    };
+    attempt.map_err(|error| {
+        let mut error = Error::from_ssh(
+            format!("authenticating as {} on {endpoint} {how}", config.user),
+            error,
+        );
+        if error.kind() == (Kind::Remote { transient: false }) {
+            error = error.reclassified(Kind::Authentication);
+        }
+        error
+    })?;
     if !session.authenticated() {
         return Err(Error::new(
             Kind::Authentication,
             format!("authenticating as {} on {endpoint}", config.user),
-            "the server did not accept the key",
+            "the server did not accept the credentials",
         ));
     }
     let sftp = session

@@ -8,6 +8,11 @@
 //! (a second authorized client key and its passphrase), `REPLAYSAFE_TEST_SSHD_KNOWN_HOSTS`
 //! (the server's real key), `REPLAYSAFE_TEST_SSHD_BAD_KNOWN_HOSTS` (another key for the
 //! same host and port) and `REPLAYSAFE_TEST_SSHD_EMPTY_KNOWN_HOSTS` (an empty file).
+//!
+//! As root it also gives a system user, `replaysafe-sftp`, a fresh random password and
+//! lets it log in with it (and nothing else) into a directory of its own:
+//! `REPLAYSAFE_TEST_SSHD_PASSWORD_USER`, `REPLAYSAFE_TEST_SSHD_PASSWORD` and
+//! `REPLAYSAFE_TEST_SSHD_PASSWORD_UPLOAD`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,6 +25,8 @@ use super::{Process, Started, banner_starts_with, free_port, wait_until};
 const SSHD: &str = "/usr/sbin/sshd";
 /// Passphrase of the second client key; a canary the tests look for in journals and logs.
 const KEY_PASSPHRASE: &str = "sshd-key-passphrase-7d41e0";
+/// The system user that logs in with a password.
+const PASSWORD_USER: &str = "replaysafe-sftp";
 
 pub(crate) fn start(dir: &Path) -> anyhow::Result<Started> {
     let dir = dir
@@ -66,6 +73,12 @@ pub(crate) fn start(dir: &Path) -> anyhow::Result<Started> {
         ]))?;
     }
 
+    let password_login = if crate::system::is_root() {
+        Some(password_user(&dir)?)
+    } else {
+        None
+    };
+
     let config = dir.join("sshd_config");
     let settings = Settings {
         port,
@@ -73,6 +86,7 @@ pub(crate) fn start(dir: &Path) -> anyhow::Result<Started> {
         pid_file: &dir.join("sshd.pid"),
         authorized_keys: &authorized_keys,
         upload: &upload,
+        password_upload: password_login.as_ref().map(|(_, upload)| upload.as_path()),
     };
     // OpenSSH 9.8 added per-source penalties, which would lock the tests out after the
     // refused connections the negative tests make on purpose; older versions reject the word.
@@ -103,35 +117,96 @@ pub(crate) fn start(dir: &Path) -> anyhow::Result<Started> {
     })?;
 
     let path = |p: &Path| p.display().to_string();
+    let mut env = Vec::new();
+    if let Some((password, password_upload)) = &password_login {
+        env.push((
+            "REPLAYSAFE_TEST_SSHD_PASSWORD_USER".into(),
+            PASSWORD_USER.into(),
+        ));
+        env.push(("REPLAYSAFE_TEST_SSHD_PASSWORD".into(), password.clone()));
+        env.push((
+            "REPLAYSAFE_TEST_SSHD_PASSWORD_UPLOAD".into(),
+            path(password_upload),
+        ));
+    }
     Ok(Started {
         processes: vec![sshd],
-        env: vec![
-            ("REPLAYSAFE_TEST_SSHD_PORT".into(), port.to_string()),
-            ("REPLAYSAFE_TEST_SSHD_USER".into(), "root".into()),
-            ("REPLAYSAFE_TEST_SSHD_UPLOAD".into(), path(&upload)),
-            ("REPLAYSAFE_TEST_SSHD_KEY".into(), path(&client_key)),
-            (
-                "REPLAYSAFE_TEST_SSHD_KEY_PASSPHRASED".into(),
-                path(&passphrased_key),
-            ),
-            (
-                "REPLAYSAFE_TEST_SSHD_KEY_PASSPHRASE".into(),
-                KEY_PASSPHRASE.into(),
-            ),
-            (
-                "REPLAYSAFE_TEST_SSHD_KNOWN_HOSTS".into(),
-                path(&known_hosts),
-            ),
-            (
-                "REPLAYSAFE_TEST_SSHD_BAD_KNOWN_HOSTS".into(),
-                path(&bad_known_hosts),
-            ),
-            (
-                "REPLAYSAFE_TEST_SSHD_EMPTY_KNOWN_HOSTS".into(),
-                path(&empty_known_hosts),
-            ),
-        ],
+        env: env
+            .into_iter()
+            .chain([
+                ("REPLAYSAFE_TEST_SSHD_PORT".into(), port.to_string()),
+                ("REPLAYSAFE_TEST_SSHD_USER".into(), "root".into()),
+                ("REPLAYSAFE_TEST_SSHD_UPLOAD".into(), path(&upload)),
+                ("REPLAYSAFE_TEST_SSHD_KEY".into(), path(&client_key)),
+                (
+                    "REPLAYSAFE_TEST_SSHD_KEY_PASSPHRASED".into(),
+                    path(&passphrased_key),
+                ),
+                (
+                    "REPLAYSAFE_TEST_SSHD_KEY_PASSPHRASE".into(),
+                    KEY_PASSPHRASE.into(),
+                ),
+                (
+                    "REPLAYSAFE_TEST_SSHD_KNOWN_HOSTS".into(),
+                    path(&known_hosts),
+                ),
+                (
+                    "REPLAYSAFE_TEST_SSHD_BAD_KNOWN_HOSTS".into(),
+                    path(&bad_known_hosts),
+                ),
+                (
+                    "REPLAYSAFE_TEST_SSHD_EMPTY_KNOWN_HOSTS".into(),
+                    path(&empty_known_hosts),
+                ),
+            ])
+            .collect(),
     })
+}
+
+/// Makes sure [`PASSWORD_USER`] exists (a system user without a home or a shell), gives
+/// it a fresh random password and an upload directory of its own under `dir`; returns
+/// the password and the directory.
+fn password_user(dir: &Path) -> anyhow::Result<(String, PathBuf)> {
+    let exists = Command::new("id")
+        .arg("-u")
+        .arg(PASSWORD_USER)
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !exists {
+        crate::system::exec(Command::new("useradd").args([
+            "--system",
+            "--no-create-home",
+            "--home-dir",
+            "/nonexistent",
+            "--shell",
+            "/usr/sbin/nologin",
+            PASSWORD_USER,
+        ]))?;
+    }
+    let mut random = [0u8; 16];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open("/dev/urandom").context("opening /dev/urandom")?,
+        &mut random,
+    )?;
+    let password: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let mut chpasswd = Command::new("chpasswd")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .context("running chpasswd")?;
+    if let Some(stdin) = chpasswd.stdin.as_mut() {
+        std::io::Write::write_all(stdin, format!("{PASSWORD_USER}:{password}\n").as_bytes())?;
+    }
+    if !chpasswd.wait()?.success() {
+        bail!("chpasswd could not set the password of {PASSWORD_USER}");
+    }
+    let upload = dir.join("upload-password");
+    std::fs::create_dir_all(&upload)?;
+    crate::system::exec(Command::new("chown").arg(PASSWORD_USER).arg(&upload))?;
+    // The user must be able to reach its directory through ours.
+    for folder in [dir, dir.parent().unwrap_or(dir)] {
+        crate::system::exec(Command::new("chmod").arg("755").arg(folder))?;
+    }
+    Ok((password, upload))
 }
 
 struct Settings<'a> {
@@ -140,6 +215,8 @@ struct Settings<'a> {
     pid_file: &'a Path,
     authorized_keys: &'a Path,
     upload: &'a Path,
+    /// Where the password user's sessions start, when there is one.
+    password_upload: Option<&'a Path>,
 }
 
 impl Settings<'_> {
@@ -150,11 +227,25 @@ impl Settings<'_> {
             pid_file,
             authorized_keys,
             upload,
+            password_upload,
         } = self;
         let penalties = if with_penalties_off {
             "PerSourcePenalties no\n"
         } else {
             ""
+        };
+        // Root logs in with a key only (prohibit-password); the password user with its
+        // password only, into its own directory.
+        let (password_auth, users, password_match) = match password_upload {
+            Some(folder) => (
+                "yes",
+                format!("root {PASSWORD_USER}"),
+                format!(
+                    "Match User {PASSWORD_USER}\n    PubkeyAuthentication no\n    ForceCommand internal-sftp -d {}\n",
+                    folder.display()
+                ),
+            ),
+            None => ("no", "root".to_owned(), String::new()),
         };
         format!(
             "ListenAddress 127.0.0.1:{port}\n\
@@ -165,10 +256,10 @@ impl Settings<'_> {
              StrictModes no\n\
              PermitRootLogin prohibit-password\n\
              PubkeyAuthentication yes\n\
-             PasswordAuthentication no\n\
+             PasswordAuthentication {password_auth}\n\
              KbdInteractiveAuthentication no\n\
              UsePAM no\n\
-             AllowUsers root\n\
+             AllowUsers {users}\n\
              Subsystem sftp internal-sftp\n\
              ForceCommand internal-sftp -d {upload}\n\
              AllowTcpForwarding no\n\
@@ -176,7 +267,8 @@ impl Settings<'_> {
              # Tests open many sessions at once; the default starts dropping at 10.\n\
              MaxStartups 200\n\
              {penalties}\
-             LogLevel VERBOSE\n",
+             LogLevel VERBOSE\n\
+             {password_match}",
             host_key = host_key.display(),
             pid_file = pid_file.display(),
             authorized_keys = authorized_keys.display(),

@@ -20,11 +20,18 @@ pub struct SftpArgs {
     #[arg(long, value_parser = Utf8Text)]
     pub user: String,
     /// Private key file (OpenSSH or PEM).
-    #[arg(long)]
-    pub key: PathBuf,
+    #[arg(
+        long,
+        required_unless_present = "password_env",
+        conflicts_with = "password_env"
+    )]
+    pub key: Option<PathBuf>,
     /// Environment variable holding the key's passphrase.
-    #[arg(long, value_name = "VARIABLE", value_parser = Utf8Text)]
+    #[arg(long, value_name = "VARIABLE", value_parser = Utf8Text, requires = "key")]
     pub passphrase_env: Option<String>,
+    /// Environment variable holding the login password, instead of a key.
+    #[arg(long, value_name = "VARIABLE", value_parser = Utf8Text)]
+    pub password_env: Option<String>,
     /// OpenSSH known_hosts file holding the server's host key ([host]:port for a port other than 22); unknown keys are refused.
     #[arg(long)]
     pub known_hosts: PathBuf,
@@ -48,11 +55,13 @@ pub struct SftpArgs {
     pub common: Common,
 }
 
-const FLAGS: [(&str, &str); 9] = [
+const FLAGS: [(&str, &str); 11] = [
     ("host", "--host"),
     ("port", "--port"),
     ("user", "--user"),
     ("private_key", "--key"),
+    ("password", "--password-env"),
+    ("passphrase", "--passphrase-env"),
     ("known_hosts", "--known-hosts"),
     ("remote_dir", "--dir"),
     ("name", "--name"),
@@ -71,13 +80,18 @@ fn flag(error: &replaysafe_sftp::Error) -> String {
 pub async fn send(args: SftpArgs) -> anyhow::Result<Ended> {
     let mut builder = SftpClient::builder(&args.host, &args.user)
         .port(args.port)
-        .private_key(&args.key)
         .known_hosts(&args.known_hosts)
         .remote_dir(&args.dir)
         .overwrite(args.overwrite)
         .max_idle_sessions(0);
+    if let Some(key) = &args.key {
+        builder = builder.private_key(key);
+    }
     if let Some(variable) = &args.passphrase_env {
         builder = builder.passphrase(secret_from_env("--passphrase-env", variable)?);
+    }
+    if let Some(variable) = &args.password_env {
+        builder = builder.password(secret_from_env("--password-env", variable)?);
     }
     let drop = FileDrop::from_file(&args.message_type, &args.name, &args.file)
         .map_err(|e| anyhow!("--file: {}", replaysafe_core::error_chain(&e)))?;

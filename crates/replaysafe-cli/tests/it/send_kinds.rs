@@ -277,6 +277,93 @@ fn sftp_drops_the_file_only_for_a_current_run() {
 }
 
 #[test]
+fn sftp_logs_in_with_a_password_from_the_environment() {
+    let port = services::require("REPLAYSAFE_TEST_SSHD_PORT");
+    let user = services::require("REPLAYSAFE_TEST_SSHD_PASSWORD_USER");
+    let password = services::require("REPLAYSAFE_TEST_SSHD_PASSWORD");
+    let upload = services::require("REPLAYSAFE_TEST_SSHD_PASSWORD_UPLOAD");
+    let known_hosts = services::require("REPLAYSAFE_TEST_SSHD_KNOWN_HOSTS");
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("orders.csv");
+    std::fs::write(&local, "id,total\n2,19.00\n").unwrap();
+    let wrong = "wrong-sftp-password-canary-81c2";
+
+    for (env_name, env) in environments() {
+        for (label, secret) in [("right", password.as_str()), ("wrong", wrong)] {
+            let name = format!("{}.csv", uniq(&format!("cli_password_{env_name}_{label}")));
+            let ran = send(
+                dir.path(),
+                &args(&[
+                    "sftp",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    &port,
+                    "--user",
+                    &user,
+                    "--password-env",
+                    "SFTP_PASSWORD",
+                    "--known-hosts",
+                    &known_hosts,
+                    "--dir",
+                    &upload,
+                    "--name",
+                    &name,
+                    "--file",
+                    local.to_str().unwrap(),
+                ]),
+                &env,
+                &[("SFTP_PASSWORD", secret)],
+            );
+            ran.keeps_secret(&[&password, wrong]);
+            let dropped = std::fs::read(Path::new(&upload).join(&name)).ok();
+            match (env_name, label) {
+                ("scheduled", "right") => {
+                    assert_eq!(ran.code, Some(0));
+                    assert_eq!(dropped.as_deref(), Some(&b"id,total\n2,19.00\n"[..]));
+                }
+                ("scheduled", "wrong") => {
+                    assert_eq!(ran.code, Some(1), "a refused password fails the send");
+                    assert_eq!(dropped, None);
+                }
+                _ => {
+                    // Suppressed: no login at all, so even a wrong password succeeds.
+                    assert_eq!(ran.code, Some(0), "{env_name}");
+                    assert_eq!(dropped, None, "{env_name}: a file arrived");
+                }
+            }
+        }
+    }
+    // A key and a password together are refused before anything, naming the flags.
+    let ran = send(
+        dir.path(),
+        &args(&[
+            "sftp",
+            "--host",
+            "127.0.0.1",
+            "--user",
+            &user,
+            "--key",
+            "id_ed25519",
+            "--password-env",
+            "SFTP_PASSWORD",
+            "--known-hosts",
+            &known_hosts,
+            "--dir",
+            &upload,
+            "--name",
+            "x.csv",
+            "--file",
+            local.to_str().unwrap(),
+        ]),
+        &environments()[0].1,
+        &[("SFTP_PASSWORD", &password)],
+    );
+    assert_eq!(ran.code, Some(2));
+    assert!(ran.stderr.contains("--password-env") || ran.stderr.contains("--key"));
+}
+
+#[test]
 fn alerts_reach_alertmanager_pagerduty_and_slack_only_for_a_current_run() {
     const ROUTING_KEY: &str = "canary-routing-key-5d1e";
     const SLACK_SECRET: &str = "canarySlackPath77b2";

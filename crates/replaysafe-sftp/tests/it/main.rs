@@ -6,5 +6,6 @@ mod errors;
 mod gate;
 mod hostkeys;
 mod interrupt;
+mod password;
 mod secrets;
 mod support;
