@@ -198,11 +198,19 @@ impl Database {
             {
                 config.password(password);
             }
+            // Errors name the database without its password or query.
+            let shown = url::Url::parse(text)
+                .map(|mut url| {
+                    let _ = url.set_password(None);
+                    url.set_query(None);
+                    url.to_string()
+                })
+                .unwrap_or_else(|_| "postgres://…".to_owned());
             let outbox = PostgresOutbox::builder(config)
                 .pool_size(pool_size)
                 .connect()
                 .await
-                .map_err(|e| anyhow!("--database: {}", replaysafe_core::error_chain(&e)))?;
+                .map_err(|e| anyhow!("--database {shown}: {}", replaysafe_core::error_chain(&e)))?;
             return Ok(Database::Postgres(outbox));
         }
         bail!("--database: expected sqlite:PATH or postgres://USER@HOST:PORT/DB")

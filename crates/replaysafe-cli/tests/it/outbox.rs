@@ -347,3 +347,23 @@ fn temp_env_password(password: &str, body: impl FnOnce()) {
 thread_local! {
     static PASSWORD: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
 }
+
+#[test]
+fn a_database_url_shows_without_its_password_on_every_error() {
+    const CANARY: &str = "outbox-db-password-canary-6e1d";
+    for url in [
+        format!("postgres://pipeline:{CANARY}@127.0.0.1:1/outbox"),
+        format!("postgres://pipeline@127.0.0.1:1/outbox?password={CANARY}"),
+        format!("postgres://pipeline:{CANARY}@[bad"),
+    ] {
+        let output = clean_command()
+            .args(["outbox", "status", "--database", &url])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("--database"), "{stderr}");
+        assert!(!stderr.contains(CANARY), "the password leaked: {stderr}");
+        assert!(!String::from_utf8_lossy(&output.stdout).contains(CANARY));
+    }
+}
