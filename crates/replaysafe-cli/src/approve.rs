@@ -4,7 +4,6 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use anyhow::{Context, bail};
 use chrono::{DateTime, TimeDelta, Utc};
@@ -232,19 +231,11 @@ pub fn keygen(name: &str, dir: &Path) -> anyhow::Result<String> {
     ))
 }
 
-/// The `--opt-in` files of this `send`, set once by `main`.
-static SEND_OPT_INS: OnceLock<Vec<PathBuf>> = OnceLock::new();
-
-/// Records the `--opt-in` files of `send`; the first call wins.
-pub fn use_opt_in_files(paths: Vec<PathBuf>) {
-    let _ = SEND_OPT_INS.set(paths);
-}
-
 /// The context of a `send`: the environment (`REPLAYSAFE_OPT_IN` and
 /// `REPLAYSAFE_TRUSTED_APPROVERS` included) and every `--opt-in` file.
-pub fn send_context() -> anyhow::Result<ReplayContext> {
+pub fn send_context(opt_in_files: &[PathBuf]) -> anyhow::Result<ReplayContext> {
     let mut cx = ReplayContext::from_env().context("resolving the context from the environment")?;
-    for path in SEND_OPT_INS.get().into_iter().flatten() {
+    for path in opt_in_files {
         cx = cx.with_opt_in(OptIn::read_file(path).context("--opt-in")?);
     }
     Ok(cx)

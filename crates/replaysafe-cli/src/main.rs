@@ -124,7 +124,8 @@ enum Command {
         json: bool,
     },
     /// Send one effect through the gate, for shell scripts and Airflow BashOperator tasks.
-    Send(SendArgs),
+    #[command(subcommand)]
+    Send(Box<SendCommand>),
     /// Write an opt-in file that lets a backfill deliver some effects, after showing what it covers; sign it with --key.
     #[command(
         args_conflicts_with_subcommands = true,
@@ -139,15 +140,6 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-}
-
-#[derive(Debug, clap::Args)]
-struct SendArgs {
-    #[command(subcommand)]
-    command: Box<SendCommand>,
-    /// An opt-in file (replaysafe approve) to add to the context, as REPLAYSAFE_OPT_IN does (repeatable).
-    #[arg(long = "opt-in", value_name = "FILE", global = true)]
-    opt_in: Vec<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -473,11 +465,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             print!("{}", context::render(&context::resolve(&cx), json));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Send(SendArgs {
-            command: send,
-            opt_in,
-        }) => {
-            replaysafe_cli::approve::use_opt_in_files(opt_in);
+        Command::Send(send) => {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;

@@ -43,6 +43,9 @@ pub struct Common {
     /// Override a kind's max age for this send, KIND=DURATION such as email=2h (repeatable; REPLAYSAFE_MAX_AGE sets them from the environment, and the flag wins).
     #[arg(long = "max-age", value_name = "KIND=DURATION", value_parser = crate::duration::parse_kind_age)]
     pub max_age: Vec<(EffectKind, TimeDelta)>,
+    /// An opt-in file (replaysafe approve) to add to the context, as REPLAYSAFE_OPT_IN does (repeatable).
+    #[arg(long = "opt-in", value_name = "FILE")]
+    pub opt_in: Vec<PathBuf>,
 }
 
 /// How a send ended, for the exit code.
@@ -184,7 +187,7 @@ fn flag_for(
 
 /// The context from the environment, with `--max-age` applied, and the journal.
 fn context_and_journal(common: &Common) -> anyhow::Result<(ReplayContext, Arc<JsonlJournal>)> {
-    let cx = crate::approve::send_context()?;
+    let cx = crate::approve::send_context(&common.opt_in)?;
     let mut recency = cx.recency().clone();
     for (kind, age) in &common.max_age {
         recency = recency
