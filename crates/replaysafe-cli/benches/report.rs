@@ -51,6 +51,7 @@ fn generate(path: &Path, lines: usize) {
             opt_in: None,
             attempt: 0,
             error: None,
+            note: None,
         };
         serde_json::to_writer(&mut out, &record).unwrap();
         out.write_all(b"\n").unwrap();

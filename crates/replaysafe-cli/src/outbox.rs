@@ -11,10 +11,14 @@ use std::time::Duration;
 use anyhow::{Context, anyhow, bail};
 use chrono::{DateTime, Utc};
 use indicatif::{ProgressBar, ProgressStyle};
-use replaysafe_core::JsonlJournal;
+use replaysafe_core::{JsonlJournal, OptIn, RecencyPolicy, TrustedApprovers};
 use replaysafe_outbox::postgres::PostgresOutbox;
 use replaysafe_outbox::sqlite::SqliteOutbox;
-use replaysafe_outbox::{Approval, OutboxStore, RowSummary, Status, Worker, WorkerBuilder};
+use replaysafe_outbox::{
+    OperatorAction, OperatorCommand, OutboxStore, RowSummary, Status, Worker, WorkerBuilder,
+};
+
+use crate::render::{Format, escape};
 use secrecy::SecretString;
 use serde::Deserialize;
 
@@ -71,18 +75,21 @@ impl From<StatusArg> for Status {
     }
 }
 
-/// An operator's approval, for `retry` and `resend`.
+/// An operator's action, for `retry` and `resend`.
 #[derive(Debug, clap::Args)]
-pub struct ApprovalArgs {
-    /// Why (recorded in the audit table and, as the rows' opt-in, in the delivery's journal record).
+pub struct ActionArgs {
+    /// Why (recorded in the audit table and the journal; free text lifts nothing).
     #[arg(long)]
     reason: String,
-    /// Who approved.
+    /// Who asks for it (recorded in the audit table and the journal).
     #[arg(long)]
     approved_by: String,
-    /// When the approval stops enabling anything: a duration from now (`2h`) or an RFC 3339 time.
-    #[arg(long, value_name = "DURATION|RFC3339")]
-    expires: String,
+    /// A signed approval file (`replaysafe approve`) that lifts a replay's or a stale row's suppression: stored whole in the rows and checked again by the worker against its REPLAYSAFE_TRUSTED_APPROVERS. Without one, such rows are suppressed again at delivery.
+    #[arg(long = "opt-in", value_name = "FILE")]
+    opt_in: Option<PathBuf>,
+    /// The journal the action is recorded in (default: REPLAYSAFE_JOURNAL).
+    #[arg(long)]
+    journal: Option<PathBuf>,
 }
 
 /// The outbox subcommands.
@@ -114,7 +121,12 @@ pub enum OutboxCommand {
         /// Work until nothing is due, then exit.
         #[arg(long)]
         drain: bool,
+        /// Deliver nothing and change no row: journal what each due row would send, then exit (also REPLAYSAFE_MODE=dry-run).
+        #[arg(long)]
+        dry_run: bool,
     },
+    /// Create the outbox tables, or migrate them to this version's schema (workers do it too; the other commands never do).
+    Init,
     /// Counts by status, route and pipeline; the oldest pending row's age; rows in doubt.
     Status {
         /// Output format.
@@ -133,7 +145,7 @@ pub enum OutboxCommand {
         #[arg(long, value_enum, default_value_t)]
         format: Output,
     },
-    /// Put dead rows back to pending, audited.
+    /// Put dead rows back to pending, audited and journaled.
     #[command(group(clap::ArgGroup::new("which").required(true).args(["keys", "all"])))]
     Retry {
         /// A dead row's idempotency key (repeatable).
@@ -142,30 +154,30 @@ pub enum OutboxCommand {
         /// Every dead row.
         #[arg(long)]
         all: bool,
-        /// Who approved it, why, and until when.
+        /// Who asks, why, and the approval that lifts a replay's or stale row.
         #[command(flatten)]
-        approval: ApprovalArgs,
+        action: ActionArgs,
         /// Output format.
         #[arg(long, value_enum, default_value_t)]
         format: Output,
     },
-    /// Send delivered (or suppressed) rows again, audited: the approval is their opt-in.
+    /// Send delivered (or suppressed) rows again, audited and journaled; a replay's or stale row needs a signed approval file (--opt-in).
     Resend {
         /// The row's idempotency key (repeatable).
         #[arg(long = "key", required = true)]
         keys: Vec<String>,
-        /// Who approved it, why, and until when.
+        /// Who asks, why, and the approval that lifts a replay's or stale row.
         #[command(flatten)]
-        approval: ApprovalArgs,
+        action: ActionArgs,
         /// Output format.
         #[arg(long, value_enum, default_value_t)]
         format: Output,
     },
-    /// Delete delivered rows delivered before a cut-off.
+    /// Delete delivered rows delivered longer ago than --older-than (a purged key could be staged and sent again, so never sooner than the longest max age in force).
     Purge {
-        /// A duration before now (`30d`) or an RFC 3339 time.
-        #[arg(long, value_name = "DURATION|RFC3339")]
-        delivered_before: String,
+        /// How long ago a row must have been delivered (default 7d; never shorter than the longest max age in force, REPLAYSAFE_MAX_AGE included).
+        #[arg(long, value_name = "DURATION", default_value = "7d")]
+        older_than: String,
         /// Output format.
         #[arg(long, value_enum, default_value_t)]
         format: Output,
@@ -179,15 +191,30 @@ enum Database {
     Postgres(PostgresOutbox),
 }
 
+/// How a command opens the outbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    /// Create or migrate the schema (`work`, `init`).
+    Migrate,
+    /// An existing outbox, to change rows (`retry`, `resend`, `purge`).
+    Existing,
+    /// An existing outbox, only read (`status`, `list`): nothing is created or changed.
+    ReadOnly,
+}
+
 impl Database {
-    async fn open(text: &str, pool_size: usize) -> anyhow::Result<Self> {
+    async fn open(text: &str, pool_size: usize, access: Access) -> anyhow::Result<Self> {
         if let Some(path) = text.strip_prefix("sqlite:") {
             let path = path.strip_prefix("//").unwrap_or(path);
             if path.is_empty() {
                 bail!("--database: sqlite: needs a path, as in sqlite:outbox.db");
             }
-            let outbox =
-                SqliteOutbox::open(path).with_context(|| format!("--database: opening {path}"))?;
+            let outbox = match access {
+                Access::Migrate => SqliteOutbox::open(path),
+                Access::Existing => SqliteOutbox::open_existing(path),
+                Access::ReadOnly => SqliteOutbox::open_read_only(path),
+            }
+            .map_err(|e| anyhow!("--database: {}", replaysafe_core::error_chain(&e)))?;
             return Ok(Database::Sqlite(outbox));
         }
         if text.starts_with("postgres://") || text.starts_with("postgresql://") {
@@ -206,8 +233,11 @@ impl Database {
                     url.to_string()
                 })
                 .unwrap_or_else(|_| "postgres://…".to_owned());
-            let outbox = PostgresOutbox::builder(config)
-                .pool_size(pool_size)
+            let mut builder = PostgresOutbox::builder(config).pool_size(pool_size);
+            if access != Access::Migrate {
+                builder = builder.existing_schema();
+            }
+            let outbox = builder
                 .connect()
                 .await
                 .map_err(|e| anyhow!("--database {shown}: {}", replaysafe_core::error_chain(&e)))?;
@@ -240,11 +270,23 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
             "--database: required (sqlite:PATH or postgres://…), or set REPLAYSAFE_OUTBOX_DATABASE"
         )
     })?;
-    let pool_size = match &args.command {
-        OutboxCommand::Work { in_flight, .. } => (*in_flight + 1).max(2),
-        _ => 2,
+    let dry_run = match &args.command {
+        OutboxCommand::Work { dry_run, .. } => *dry_run || dry_run_from_env()?,
+        _ => false,
     };
-    let db = Database::open(&database, pool_size).await?;
+    let (pool_size, access) = match &args.command {
+        // A dry run changes nothing, not even the schema.
+        OutboxCommand::Work { .. } if dry_run => (2, Access::Existing),
+        OutboxCommand::Work { in_flight, .. } => ((*in_flight + 1).max(2), Access::Migrate),
+        OutboxCommand::Init => (1, Access::Migrate),
+        OutboxCommand::Status { .. } | OutboxCommand::List { .. } => (2, Access::ReadOnly),
+        _ => (2, Access::Existing),
+    };
+    if matches!(args.command, OutboxCommand::Work { .. }) {
+        // Before the database is touched: a refused worker changes nothing.
+        refuse_replay_environment(dry_run)?;
+    }
+    let db = Database::open(&database, pool_size, access).await?;
     let store = db.store();
     let now = Utc::now();
     match args.command {
@@ -256,13 +298,18 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
             lease_secs,
             poll_ms,
             drain,
+            ..
         } => {
             let journal = open_journal(journal.as_deref())?;
             let config = RoutesFile::read(&routes)?;
-            let builder = match &db {
+            let mut builder = match &db {
                 Database::Sqlite(outbox) => Worker::builder(outbox.clone()),
                 Database::Postgres(outbox) => Worker::builder(outbox.clone()),
-            };
+            }
+            .journal(journal.clone());
+            if let Some(trusted) = trusted_approvers_from_env()? {
+                builder = builder.trusted_approvers(trusted);
+            }
             let builder = config.add_to(builder, &journal)?;
             let worker = builder
                 .in_flight(in_flight)
@@ -271,6 +318,18 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
                 .poll_interval(Duration::from_millis(poll_ms))
                 .build()
                 .map_err(|e| anyhow!("--routes: {}", replaysafe_core::error_chain(&e)))?;
+            if dry_run {
+                let stats = worker
+                    .dry_run()
+                    .await
+                    .map_err(|e| anyhow!("{}", replaysafe_core::error_chain(&e)))?;
+                replaysafe_core::Journal::flush(&*journal)?;
+                eprintln!(
+                    "replaysafe: outbox dry run: {} due rows journaled as they would be sent ({} would be dead-lettered); nothing was delivered or changed",
+                    stats.suppressed, stats.dead
+                );
+                return Ok(std::process::ExitCode::SUCCESS);
+            }
             let stats = if drain {
                 worker
                     .drain()
@@ -296,6 +355,13 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
                 stats.dead,
                 stats.stale_completions,
                 stats.released
+            );
+        }
+        OutboxCommand::Init => {
+            eprintln!(
+                "replaysafe: the outbox in {} is at schema version {}",
+                describe(&db),
+                replaysafe_outbox::sqlite::SCHEMA_VERSION
             );
         }
         OutboxCommand::Status { format } => {
@@ -327,15 +393,15 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
                     println!("{}", serde_json::to_string_pretty(&value)?);
                 }
                 Output::Table => {
-                    println!("outbox {}", describe(&db));
+                    println!("outbox {}", safe(&describe(&db)));
                     let mut table = comfy_table::Table::new();
                     table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
                     table.set_header(["status", "route", "pipeline", "rows"]);
                     for c in &counts {
                         table.add_row([
                             c.status.as_str().to_owned(),
-                            c.route.clone(),
-                            c.pipeline.clone(),
+                            safe(&c.route),
+                            safe(&c.pipeline),
                             c.rows.to_string(),
                         ]);
                     }
@@ -370,49 +436,211 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
         OutboxCommand::Retry {
             keys,
             all,
-            approval,
+            action,
             format,
         } => {
-            let approval = approval.parse(now)?;
+            let (operator, journal, trusted) = action.parse(now)?;
             let spinner = spinner("retrying dead rows");
-            let keys = (!all).then_some(keys.as_slice());
-            let changed = store
-                .retry_dead(keys, &approval, now)
+            let selected = (!all).then_some(keys.as_slice());
+            let rows = store
+                .retry_dead(selected, &operator, now)
                 .await
                 .map_err(chain)?;
             spinner.finish_and_clear();
-            report_changed("retried", changed, format)?;
+            operator
+                .journal(
+                    &*journal,
+                    OperatorCommand::Retry,
+                    &rows,
+                    trusted.as_ref(),
+                    now,
+                )
+                .context("journaling the retry")?;
+            let missing = if all {
+                Vec::new()
+            } else {
+                missing_keys(store, &keys, &rows).await?
+            };
+            report_changed("retried", rows.len() as u64, format)?;
+            if !missing.is_empty() {
+                return not_reopened(&missing, "dead");
+            }
         }
         OutboxCommand::Resend {
             keys,
-            approval,
+            action,
             format,
         } => {
-            let approval = approval.parse(now)?;
+            let (operator, journal, trusted) = action.parse(now)?;
             let spinner = spinner("reopening rows");
-            let changed = store.resend(&keys, &approval, now).await.map_err(chain)?;
+            let rows = store.resend(&keys, &operator, now).await.map_err(chain)?;
             spinner.finish_and_clear();
-            if changed < keys.len() as u64 {
-                eprintln!(
-                    "replaysafe: {} of {} keys were not delivered or suppressed rows and were left alone",
-                    keys.len() as u64 - changed,
-                    keys.len()
-                );
+            operator
+                .journal(
+                    &*journal,
+                    OperatorCommand::Resend,
+                    &rows,
+                    trusted.as_ref(),
+                    now,
+                )
+                .context("journaling the resend")?;
+            let missing = missing_keys(store, &keys, &rows).await?;
+            report_changed("resent", rows.len() as u64, format)?;
+            if !missing.is_empty() {
+                return not_reopened(&missing, "delivered or suppressed");
             }
-            report_changed("resent", changed, format)?;
         }
-        OutboxCommand::Purge {
-            delivered_before,
-            format,
-        } => {
-            let cutoff = time_or_duration("--delivered-before", &delivered_before, now, -1)?;
+        OutboxCommand::Purge { older_than, format } => {
+            let older_than = purge_age(&older_than)?;
             let spinner = spinner("purging delivered rows");
-            let purged = store.purge_delivered(cutoff).await.map_err(chain)?;
+            let purged = store
+                .purge_delivered(older_than, now)
+                .await
+                .map_err(|e| match e {
+                    replaysafe_outbox::OutboxError::Invalid { reason, .. } => {
+                        anyhow!("--older-than: {reason}")
+                    }
+                    other => chain(other),
+                })?;
             spinner.finish_and_clear();
             report_changed("purged", purged, format)?;
         }
     }
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// The keys an operator named that no row took: unknown, or in another status.
+async fn missing_keys(
+    store: &dyn OutboxStore,
+    keys: &[String],
+    changed: &[RowSummary],
+) -> anyhow::Result<Vec<(String, Option<Status>)>> {
+    let mut missing = Vec::new();
+    for key in keys {
+        if changed.iter().any(|row| &row.key == key) || missing.iter().any(|(k, _)| k == key) {
+            continue;
+        }
+        let status = store.get(key).await.map_err(chain)?.map(|row| row.status);
+        missing.push((key.clone(), status));
+    }
+    Ok(missing)
+}
+
+/// Says which keys were left alone, and exits 1.
+fn not_reopened(
+    missing: &[(String, Option<Status>)],
+    wanted: &str,
+) -> anyhow::Result<std::process::ExitCode> {
+    for (key, status) in missing {
+        match status {
+            None => eprintln!(
+                "replaysafe: --key {}: no outbox row has this key",
+                safe(key)
+            ),
+            Some(status) => eprintln!(
+                "replaysafe: --key {}: the row is {status}, not {wanted}; left alone",
+                safe(key)
+            ),
+        }
+    }
+    Ok(std::process::ExitCode::from(1))
+}
+
+/// `--older-than`, checked against the longest max age in force here (the defaults and
+/// REPLAYSAFE_MAX_AGE); the store checks it against the rows' own max ages too.
+fn purge_age(text: &str) -> anyhow::Result<Duration> {
+    let age = crate::duration::parse(text)
+        .ok()
+        .and_then(|age| age.to_std().ok())
+        .ok_or_else(|| anyhow!("--older-than: expected a duration such as 7d or 30d"))?;
+    let mut policy = RecencyPolicy::default();
+    if let Some(text) = std::env::var_os(replaysafe_core::env::vars::MAX_AGE) {
+        let text = text
+            .into_string()
+            .map_err(|_| anyhow!("REPLAYSAFE_MAX_AGE: not valid UTF-8"))?;
+        policy = policy
+            .with_max_ages(replaysafe_core::env::vars::MAX_AGE, &text)
+            .map_err(|e| anyhow!("{e}"))?;
+    }
+    let longest = policy.longest_max_age() + policy.clock_skew();
+    if chrono::TimeDelta::from_std(age).unwrap_or(chrono::TimeDelta::MAX) < longest {
+        bail!(
+            "--older-than: {text} is shorter than the longest max age in force plus clock skew ({} s): \
+             a purged key could be staged again by a current run and sent twice",
+            longest.num_seconds()
+        );
+    }
+    Ok(age)
+}
+
+/// Whether REPLAYSAFE_MODE asks for a dry run.
+fn dry_run_from_env() -> anyhow::Result<bool> {
+    match std::env::var_os(replaysafe_core::env::vars::MODE) {
+        None => Ok(false),
+        Some(value) => match value.to_str().map(str::trim) {
+            Some("" | "live") => Ok(false),
+            Some("dry-run") => Ok(true),
+            _ => bail!("REPLAYSAFE_MODE: expected live or dry-run"),
+        },
+    }
+}
+
+/// A worker delivers each row on the row's own context; an environment that says this
+/// process is a replay would have it deliver a replay's rows as if current, so it is
+/// refused, unless the worker only dry-runs.
+fn refuse_replay_environment(dry_run: bool) -> anyhow::Result<()> {
+    if dry_run {
+        return Ok(());
+    }
+    use replaysafe_core::env::vars;
+    let var = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .map(|value| value.trim().to_owned())
+            .filter(|value| !value.is_empty())
+    };
+    let said = if let Some(flag) = var(vars::REPLAY)
+        .filter(|v| !matches!(v.to_ascii_lowercase().as_str(), "false" | "0" | "no"))
+    {
+        Some(format!("{}={flag}", vars::REPLAY))
+    } else if let Some(kind) = var(vars::RUN_KIND).filter(|kind| {
+        kind.parse::<replaysafe_core::RunKind>()
+            .map_or(true, |k| k.suppresses())
+    }) {
+        Some(format!("{}={kind}", vars::RUN_KIND))
+    } else if var(vars::AIRFLOW_DAG_RUN_ID).is_some_and(|id| id.starts_with("backfill__"))
+        || var(vars::AIRFLOW_RUN_TYPE).is_some_and(|t| t == "backfill")
+    {
+        Some("an Airflow backfill run".to_owned())
+    } else {
+        None
+    };
+    match said {
+        Some(said) => bail!(
+            "outbox work: this worker's environment says replay ({said}); a worker decides each row on the row's own context, \
+             so its environment cannot make a row a replay or current. Unset it, or pass --dry-run to journal what the due rows would send without delivering"
+        ),
+        None => Ok(()),
+    }
+}
+
+/// REPLAYSAFE_TRUSTED_APPROVERS, as `send` reads it: set but blank is an error.
+fn trusted_approvers_from_env() -> anyhow::Result<Option<TrustedApprovers>> {
+    let name = replaysafe_core::env::vars::TRUSTED_APPROVERS;
+    match std::env::var_os(name) {
+        None => Ok(None),
+        Some(path) if path.to_str().is_some_and(|p| p.trim().is_empty()) => {
+            bail!("{name}: set but empty; name the trusted-approvers file, or unset it")
+        }
+        Some(path) => TrustedApprovers::read_file(&path)
+            .map(Some)
+            .map_err(|e| anyhow!("{name}: {}", replaysafe_core::error_chain(&e))),
+    }
+}
+
+/// Text from a row, safe to print on a terminal (the escaping `report` uses).
+fn safe(text: &str) -> String {
+    escape(text, Format::Table).into_owned()
 }
 
 fn chain(error: replaysafe_outbox::OutboxError) -> anyhow::Error {
@@ -457,12 +685,14 @@ fn print_rows(rows: &[RowSummary], format: Output) -> anyhow::Result<()> {
                 .map(|r| {
                     serde_json::json!({
                         "key": r.key, "route": r.route, "pipeline": r.pipeline,
+                        "run_id": r.run_id, "run_kind": r.run_kind, "backfill_id": r.backfill_id,
                         "effect_kind": r.effect_kind, "message_type": r.message_type,
                         "target": r.target, "window_start": r.window_start,
                         "window_end": r.window_end, "status": r.status.as_str(),
                         "reasons": r.reasons, "attempts": r.attempts,
                         "last_error": r.last_error,
                         "changed_after_delivery": r.changed_after_delivery,
+                        "has_opt_in": r.has_opt_in,
                     })
                 })
                 .collect();
@@ -483,14 +713,14 @@ fn print_rows(rows: &[RowSummary], format: Output) -> anyhow::Result<()> {
             ]);
             for r in rows {
                 table.add_row([
-                    r.key.clone(),
-                    r.route.clone(),
-                    r.effect_kind.clone(),
-                    r.message_type.clone(),
-                    r.target.clone(),
-                    format!("{} .. {}", r.window_start, r.window_end),
+                    safe(&r.key),
+                    safe(&r.route),
+                    safe(&r.effect_kind),
+                    safe(&r.message_type),
+                    safe(&r.target),
+                    safe(&format!("{} .. {}", r.window_start, r.window_end)),
                     r.attempts.to_string(),
-                    r.last_error.clone().unwrap_or_default(),
+                    safe(r.last_error.as_deref().unwrap_or_default()),
                 ]);
             }
             println!("{table}");
@@ -500,40 +730,47 @@ fn print_rows(rows: &[RowSummary], format: Output) -> anyhow::Result<()> {
     Ok(())
 }
 
-impl ApprovalArgs {
-    fn parse(&self, now: DateTime<Utc>) -> anyhow::Result<Approval> {
-        let expires = time_or_duration("--expires", &self.expires, now, 1)?;
-        if expires <= now {
-            bail!("--expires: the approval would have expired already");
-        }
-        Approval::new(&self.reason, &self.approved_by, expires).map_err(|e| match e {
+impl ActionArgs {
+    /// The action, the journal it is recorded in, and the trusted approvers. An approval
+    /// file that does not verify, has expired, or (with trusted approvers configured) is
+    /// not signed by one of them is refused here: the worker would refuse it anyway.
+    fn parse(
+        &self,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<(OperatorAction, Arc<JsonlJournal>, Option<TrustedApprovers>)> {
+        let flag = |e: replaysafe_outbox::OutboxError| match e {
             replaysafe_outbox::OutboxError::Invalid { field, reason } => {
                 anyhow!("--{}: {reason}", field.replace('_', "-"))
             }
             other => anyhow!("{other}"),
-        })
+        };
+        let mut action = OperatorAction::new(&self.reason, &self.approved_by).map_err(flag)?;
+        let trusted = trusted_approvers_from_env()?;
+        if let Some(path) = &self.opt_in {
+            let opt_in = OptIn::read_file(path)
+                .map_err(|e| anyhow!("--opt-in: {}", replaysafe_core::error_chain(&e)))?;
+            if opt_in.has_bad_signature() {
+                bail!(
+                    "--opt-in: {}: its signature does not match what it says (changed after signing)",
+                    path.display()
+                );
+            }
+            if let Some(trusted) = &trusted
+                && trusted.name_of(&opt_in).is_none()
+            {
+                bail!(
+                    "--opt-in: {}: not signed by a trusted approver (REPLAYSAFE_TRUSTED_APPROVERS)",
+                    path.display()
+                );
+            }
+            if opt_in.is_expired(now) {
+                bail!("--opt-in: {}: the approval has expired", path.display());
+            }
+            action = action.with_opt_in(opt_in).map_err(flag)?;
+        }
+        let journal = open_journal(self.journal.as_deref())?;
+        Ok((action, journal, trusted))
     }
-}
-
-/// An RFC 3339 time, or a duration after (`sign` 1) or before (`sign` -1) now.
-fn time_or_duration(
-    flag: &str,
-    text: &str,
-    now: DateTime<Utc>,
-    sign: i32,
-) -> anyhow::Result<DateTime<Utc>> {
-    if let Ok(time) = DateTime::parse_from_rfc3339(text.trim()) {
-        return Ok(time.with_timezone(&Utc));
-    }
-    let duration = crate::duration::parse(text).map_err(|_| {
-        anyhow!("{flag}: expected a duration such as 2h or 30d, or an RFC 3339 time")
-    })?;
-    let moved = if sign < 0 {
-        now.checked_sub_signed(duration)
-    } else {
-        now.checked_add_signed(duration)
-    };
-    moved.ok_or_else(|| anyhow!("{flag}: out of range"))
 }
 
 fn open_journal(path: Option<&Path>) -> anyhow::Result<Arc<JsonlJournal>> {
@@ -954,28 +1191,5 @@ mod tests {
         }}"#;
         let file: RoutesFile = serde_json::from_str(text).unwrap();
         assert_eq!(file.routes.len(), 9);
-    }
-
-    #[test]
-    fn durations_and_times_are_read_both_ways() {
-        let now = DateTime::parse_from_rfc3339("2026-08-06T00:00:00Z")
-            .unwrap()
-            .with_timezone(&Utc);
-        assert_eq!(
-            time_or_duration("--x", "2h", now, 1).unwrap(),
-            now + chrono::TimeDelta::hours(2)
-        );
-        assert_eq!(
-            time_or_duration("--x", "1d", now, -1).unwrap(),
-            now - chrono::TimeDelta::days(1)
-        );
-        assert_eq!(
-            time_or_duration("--x", "2026-08-01T00:00:00Z", now, -1).unwrap(),
-            DateTime::parse_from_rfc3339("2026-08-01T00:00:00Z").unwrap()
-        );
-        let error = time_or_duration("--x", "soon", now, 1)
-            .unwrap_err()
-            .to_string();
-        assert!(error.starts_with("--x:"), "{error}");
     }
 }

@@ -156,6 +156,14 @@ pub enum SendError<E: std::error::Error + 'static> {
         #[source]
         source: JournalError,
     },
+    /// The effect derives another idempotency key than the caller expected
+    /// ([`Guard::send_keyed`]): the client's configuration changed since the key was
+    /// stored. Nothing was sent and nothing journaled.
+    #[error("the effect now derives idempotency key {derived}, not the one expected")]
+    KeyChanged {
+        /// The key the effect derives now.
+        derived: IdempotencyKey,
+    },
 }
 
 impl<E: std::error::Error + Classify + 'static> Classify for SendError<E> {
@@ -164,6 +172,7 @@ impl<E: std::error::Error + Classify + 'static> Classify for SendError<E> {
             SendError::Invalid(_) => false,
             SendError::Failed { source, .. } => source.is_transient(),
             SendError::Journal { delivered, .. } => !delivered,
+            SendError::KeyChanged { .. } => false,
         }
     }
 
@@ -261,11 +270,45 @@ impl<C: EffectClient> Guard<C> {
         cx: &ReplayContext,
         effect: &C::Effect,
     ) -> Result<Outcome<C::Receipt>, SendError<C::Error>> {
+        let preview = self.preview(cx, effect)?;
+        self.send_previewed(cx, effect, preview, 1).await
+    }
+
+    /// Sends `effect` as [`Guard::send`] does, for a caller that keeps the effect's life
+    /// elsewhere, such as an outbox row: only when the effect still derives
+    /// `expected_key` (otherwise [`SendError::KeyChanged`], and nothing is sent or
+    /// journaled), with its attempts numbered from `first_attempt` in the journal and in
+    /// [`Delivery::attempt`] (the row's attempt count, so a delivery after a reclaim is
+    /// journaled as attempt 2).
+    pub async fn send_keyed(
+        &self,
+        cx: &ReplayContext,
+        effect: &C::Effect,
+        expected_key: &str,
+        first_attempt: u32,
+    ) -> Result<Outcome<C::Receipt>, SendError<C::Error>> {
+        let preview = self.preview(cx, effect)?;
+        if preview.key.as_str() != expected_key {
+            return Err(SendError::KeyChanged {
+                derived: preview.key,
+            });
+        }
+        self.send_previewed(cx, effect, preview, first_attempt.max(1))
+            .await
+    }
+
+    async fn send_previewed(
+        &self,
+        cx: &ReplayContext,
+        effect: &C::Effect,
+        preview: Preview,
+        first_attempt: u32,
+    ) -> Result<Outcome<C::Receipt>, SendError<C::Error>> {
         let Preview {
             description,
             key,
             decision,
-        } = self.preview(cx, effect)?;
+        } = preview;
         let redaction = self.redaction();
         if decision.suppresses() {
             EffectRecord::new(cx, &description, &key, &decision, redaction)
@@ -282,7 +325,7 @@ impl<C: EffectClient> Guard<C> {
         }
         let record = EffectRecord::new(cx, &description, &key, &decision, redaction);
         let (receipt, attempts) = self
-            .deliver_with_retries(cx, effect, &record, &key, &description)
+            .deliver_with_retries(cx, effect, &record, &key, &description, first_attempt)
             .await?;
         Ok(Outcome::Delivered(Delivered {
             receipt,
@@ -293,7 +336,8 @@ impl<C: EffectClient> Guard<C> {
     }
 
     /// Attempts delivery until it succeeds, fails for good, or runs out of attempts or
-    /// time; every attempt is recorded before it begins, and its outcome after.
+    /// time; every attempt is recorded before it begins, and its outcome after. Attempts
+    /// are numbered from `first_attempt`; the retry policy counts those of this call.
     async fn deliver_with_retries(
         &self,
         cx: &ReplayContext,
@@ -301,14 +345,16 @@ impl<C: EffectClient> Guard<C> {
         record: &EffectRecord<'_>,
         key: &IdempotencyKey,
         description: &EffectDescription,
+        first_attempt: u32,
     ) -> Result<(C::Receipt, u32), SendError<C::Error>> {
         let journal = &*self.config.journal;
         let retry = &self.config.retry;
         let journal_error = |delivered| move |source| SendError::Journal { delivered, source };
         let started = tokio::time::Instant::now();
-        let mut attempt = 0;
+        let mut made = 0;
         loop {
-            attempt += 1;
+            made += 1;
+            let attempt = first_attempt.saturating_add(made - 1);
             // The record that the attempt began is out of the process before the attempt is.
             record
                 .write(journal, Step::Attempting(attempt))
@@ -337,9 +383,9 @@ impl<C: EffectClient> Guard<C> {
                     record
                         .write(journal, failed)
                         .map_err(journal_error(false))?;
-                    let delay = retry.delay(attempt, error.retry_after());
+                    let delay = retry.delay(made, error.retry_after());
                     let out_of_time = started.elapsed() + delay > retry.max_elapsed();
-                    if error.is_permanent() || attempt >= retry.max_attempts() || out_of_time {
+                    if error.is_permanent() || made >= retry.max_attempts() || out_of_time {
                         return Err(SendError::Failed {
                             attempts: attempt,
                             source: error,

@@ -166,6 +166,15 @@ impl RecencyPolicy {
             .unwrap_or(self.default_max_age)
     }
 
+    /// The longest max age of any kind, custom kinds' default included: how long a
+    /// delivered key must be remembered before a current run could stage it again.
+    pub fn longest_max_age(&self) -> TimeDelta {
+        self.max_age
+            .values()
+            .copied()
+            .fold(self.default_max_age, TimeDelta::max)
+    }
+
     /// Whether a window that ended at `window_end` is stale for `kind` at `now`.
     pub fn is_stale(
         &self,

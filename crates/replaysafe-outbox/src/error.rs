@@ -32,6 +32,23 @@ pub enum OutboxError {
         /// The newest version this crate knows.
         supported: i64,
     },
+    /// The database holds an older outbox schema, and this operation only reads: it does
+    /// not migrate. A worker, or `replaysafe outbox init`, migrates it.
+    #[error(
+        "the outbox schema in this database is version {found}, older than version {supported} that this replaysafe reads; run `replaysafe outbox init` (or start a worker) to migrate it"
+    )]
+    SchemaTooOld {
+        /// The version found in the database.
+        found: i64,
+        /// The version this crate reads.
+        supported: i64,
+    },
+    /// The database holds no outbox: an operation that only reads created nothing.
+    #[error("{database} holds no outbox; `replaysafe outbox init` (or a worker) creates one")]
+    NoOutbox {
+        /// The database, as shown to people (no password).
+        database: String,
+    },
     /// The effect could not be staged: its client's `describe` refused it.
     #[error("invalid effect for route {route}")]
     InvalidEffect {

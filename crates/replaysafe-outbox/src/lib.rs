@@ -91,8 +91,8 @@ pub use route::{MAX_ROUTE_NAME, Route};
 pub use row::{SourceVersion, Staged, Status};
 pub use rusqlite;
 pub use store::{
-    Approval, ClaimRequest, ClaimedRow, Completion, CompletionResult, OutboxStore, RowSummary,
-    StatusCount, StoreCounters,
+    ClaimRequest, ClaimedRow, Completion, CompletionResult, OperatorAction, OperatorCommand,
+    OutboxStore, RowSummary, StatusCount, StoreCounters,
 };
 pub use worker::{
     DEFAULT_BATCH, DEFAULT_LEASE, DEFAULT_POLL, Worker, WorkerBuilder, WorkerStats, default_retry,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use replaysafe_core::{
-    Classify, EffectClient, Guard, Outcome, Reason, ReplayContext, RetryPolicy, SendError,
+    Classify, EffectClient, Guard, Journal, Outcome, Reason, ReplayContext, RetryPolicy, SendError,
     error_chain,
 };
 use serde::Serialize;
@@ -102,6 +102,16 @@ pub(crate) enum Attempt {
         retry_after: Option<Duration>,
         error: String,
     },
+    /// The row could not be attempted at all (no such route, an unreadable row, an effect
+    /// that does not decode or no longer derives the row's key): dead-lettered before any
+    /// attempt, and journaled as `failed` with `reason`.
+    Refused { reason: &'static str, error: String },
+}
+
+impl Attempt {
+    pub(crate) fn refused(reason: &'static str, error: String) -> Self {
+        Attempt::Refused { reason, error }
+    }
 }
 
 /// A route with its effect type erased, so one worker holds routes of many clients.
@@ -109,9 +119,18 @@ pub(crate) enum Attempt {
 pub(crate) trait ErasedRoute: Send + Sync + fmt::Debug {
     fn name(&self) -> &str;
 
-    /// Decodes the effect, checks that the route still gives it `key`, and sends it
-    /// through the guard on `cx`.
-    async fn attempt(&self, cx: &ReplayContext, key: &str, effect_json: &str) -> Attempt;
+    /// The journal of the route's guard.
+    fn journal(&self) -> &Arc<dyn Journal>;
+
+    /// Decodes the effect and sends it through the guard on `cx`, as attempt `attempt`,
+    /// if the route still gives it `key`.
+    async fn attempt(
+        &self,
+        cx: &ReplayContext,
+        key: &str,
+        effect_json: &str,
+        attempt: u32,
+    ) -> Attempt;
 }
 
 /// Keeps errors short in the table: the chain, at most this many bytes.
@@ -130,14 +149,6 @@ pub(crate) fn short_error(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-fn permanent(error: String) -> Attempt {
-    Attempt::Failed {
-        transient: false,
-        retry_after: None,
-        error,
-    }
-}
-
 #[async_trait]
 impl<C> ErasedRoute for Route<C>
 where
@@ -148,7 +159,17 @@ where
         &self.name
     }
 
-    async fn attempt(&self, cx: &ReplayContext, key: &str, effect_json: &str) -> Attempt {
+    fn journal(&self) -> &Arc<dyn Journal> {
+        self.guard.journal()
+    }
+
+    async fn attempt(
+        &self,
+        cx: &ReplayContext,
+        key: &str,
+        effect_json: &str,
+        attempt: u32,
+    ) -> Attempt {
         let effect: C::Effect = match serde_json::from_str(effect_json) {
             Ok(effect) => effect,
             Err(error) => {
@@ -159,29 +180,30 @@ where
                     serde_json::error::Category::Data => "JSON of the wrong shape",
                     serde_json::error::Category::Eof => "truncated JSON",
                 };
-                return permanent(format!(
-                    "decoding the effect for route {}: {category} at line {} column {}",
-                    self.name,
-                    error.line(),
-                    error.column()
-                ));
+                return Attempt::refused(
+                    "undecodable_effect",
+                    format!(
+                        "decoding the effect for route {}: {category} at line {} column {}",
+                        self.name,
+                        error.line(),
+                        error.column()
+                    ),
+                );
             }
         };
-        match self.guard.preview(cx, &effect) {
-            Ok(preview) if preview.key.as_str() == key => {}
-            Ok(preview) => {
-                return permanent(format!(
-                    "route {} now derives key {} for this effect, not the row's; the route's client changed since staging",
-                    self.name,
-                    preview.key.as_str()
-                ));
-            }
-            Err(SendError::Invalid(error)) => return permanent(short_error(&error)),
-            Err(error) => return permanent(short_error(&error)),
-        }
-        match self.guard.send(cx, &effect).await {
+        match self.guard.send_keyed(cx, &effect, key, attempt).await {
             Ok(Outcome::Delivered(_)) => Attempt::Delivered,
             Ok(Outcome::Suppressed(suppressed)) => Attempt::Suppressed(suppressed.reasons),
+            Err(SendError::KeyChanged { derived }) => Attempt::refused(
+                "key_mismatch",
+                format!(
+                    "route {} now derives key {derived} for this effect, not the row's; the route's client changed since staging",
+                    self.name
+                ),
+            ),
+            Err(SendError::Invalid(error)) => {
+                Attempt::refused("invalid_effect", short_error(&error))
+            }
             Err(SendError::Journal {
                 delivered: true,
                 source,

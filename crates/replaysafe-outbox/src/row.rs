@@ -8,7 +8,7 @@ use std::sync::Arc;
 use chrono::{DateTime, TimeDelta, Utc};
 use replaysafe_core::{
     Clock, EffectClient, EffectKind, EffectRecord, Mode, OptIn, Preview, RecencyPolicy,
-    ReplayContext, RunKind, SendError, Step, Window, rfc3339,
+    ReplayContext, RunKind, SendError, Step, TrustedApprovers, Window, rfc3339,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -101,9 +101,9 @@ pub(crate) struct RowContext {
     pub(crate) conflict: Option<String>,
     pub(crate) max_age_ms: i64,
     pub(crate) clock_skew_ms: i64,
-    pub(crate) opt_in_reason: Option<String>,
-    pub(crate) opt_in_approved_by: Option<String>,
-    pub(crate) opt_in_expires_at: Option<String>,
+    /// The whole approval document (a `replaysafe-opt-in/1` file, signature included)
+    /// that lifted the gate at staging or that an operator gave; checked again at delivery.
+    pub(crate) opt_in: Option<String>,
 }
 
 fn parse_time(key: &str, field: &'static str, text: &str) -> Result<DateTime<Utc>, OutboxError> {
@@ -113,9 +113,24 @@ fn parse_time(key: &str, field: &'static str, text: &str) -> Result<DateTime<Utc
 }
 
 impl RowContext {
-    fn of(cx: &ReplayContext, kind: &EffectKind, opt_in: Option<&OptIn>) -> Self {
+    fn of(
+        cx: &ReplayContext,
+        kind: &EffectKind,
+        opt_in: Option<&OptIn>,
+        route: &str,
+    ) -> Result<Self, OutboxError> {
+        let opt_in = opt_in
+            .map(|opt_in| {
+                opt_in
+                    .to_file_json()
+                    .map_err(|error| OutboxError::InvalidEffect {
+                        route: route.to_owned(),
+                        source: Box::new(UnstorableOptIn(error)),
+                    })
+            })
+            .transpose()?;
         let window = cx.window();
-        RowContext {
+        Ok(RowContext {
             pipeline: cx.pipeline().to_owned(),
             run_id: cx.run_id().as_str().to_owned(),
             run_kind: cx.run_kind().as_str().to_owned(),
@@ -130,20 +145,21 @@ impl RowContext {
             conflict: cx.conflict().map(|note| note.into_owned()),
             max_age_ms: cx.recency().max_age(kind).num_milliseconds(),
             clock_skew_ms: cx.recency().clock_skew().num_milliseconds(),
-            opt_in_reason: opt_in.map(|o| o.reason().to_owned()),
-            opt_in_approved_by: opt_in.map(|o| o.approved_by().to_owned()),
-            opt_in_expires_at: opt_in.map(|o| rfc3339(o.expires_at())),
-        }
+            opt_in,
+        })
     }
 
-    /// Rebuilds the row's context, reading time from `clock`. Only the clock comes from
-    /// the worker; run kind, flags, window, recency and opt-in all come from the row.
-    /// The row's opt-in covers the row's kind: it was stored for this row's one effect.
+    /// Rebuilds the row's context, reading time from `clock`. Only the clock and the
+    /// trusted approvers come from the worker; run kind, flags, window, recency and the
+    /// approval document all come from the row, and the document is checked as `send`
+    /// checks an opt-in file: its signature against `trusted` when given, its scope
+    /// (pipeline, backfill or run-id pattern, kinds, targets) and its expiry by the gate.
     pub(crate) fn to_context(
         &self,
         key: &str,
         kind: &EffectKind,
         clock: Arc<dyn Clock>,
+        trusted: Option<&TrustedApprovers>,
     ) -> Result<ReplayContext, OutboxError> {
         let corrupt = |field: &'static str| {
             move |error: replaysafe_core::Error| OutboxError::corrupt(key, field, error)
@@ -196,29 +212,11 @@ impl RowContext {
         if let Some(note) = &self.conflict {
             builder = builder.conflict(note);
         }
-        match (
-            &self.opt_in_reason,
-            &self.opt_in_approved_by,
-            &self.opt_in_expires_at,
-        ) {
-            (Some(reason), Some(approved_by), Some(expires_at)) => {
-                let opt_in = OptIn::new(
-                    reason,
-                    approved_by,
-                    parse_time(key, "opt_in_expires_at", expires_at)?,
-                )
-                .map_err(corrupt("opt_in_reason"))?
-                .for_kind(kind.clone());
-                builder = builder.opt_in(opt_in);
-            }
-            (None, None, None) => {}
-            _ => {
-                return Err(OutboxError::corrupt(
-                    key,
-                    "opt_in_reason",
-                    "opt_in_reason, opt_in_approved_by and opt_in_expires_at are set together or not at all",
-                ));
-            }
+        if let Some(document) = &self.opt_in {
+            builder = builder.opt_in(OptIn::from_file_json(document).map_err(corrupt("opt_in"))?);
+        }
+        if let Some(trusted) = trusted {
+            builder = builder.trusted_approvers(trusted.clone());
         }
         builder.build().map_err(corrupt("pipeline"))
     }
@@ -316,7 +314,7 @@ where
         Status::Suppressed
     };
     let opt_in = decision.opt_in().filter(|_| decision.delivers());
-    let context = RowContext::of(cx, description.kind(), opt_in);
+    let context = RowContext::of(cx, description.kind(), opt_in, route.name())?;
     let reasons: Vec<String> = decision
         .reasons()
         .iter()
@@ -359,3 +357,12 @@ where
     };
     Ok((row, staged))
 }
+
+/// Why an opt-in cannot be stored in a row: only an approval document (an opt-in with a
+/// file form: pipeline, backfill or run-id pattern, kinds) can be checked again at delivery.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the opt-in that lifts this effect cannot be stored in the row: a row carries the whole approval document \
+     (an opt-in scoped to a pipeline and a backfill or run-id pattern, as `replaysafe approve` writes it)"
+)]
+struct UnstorableOptIn(#[source] replaysafe_core::Error);

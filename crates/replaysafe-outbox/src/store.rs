@@ -8,19 +8,28 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use replaysafe_core::journal::{
+    EntryReasons, EntryTime, JournalDecision, JournalEntry, JournalError, RecordOptIn,
+};
+use replaysafe_core::{Journal, OptIn, TargetRedaction, TrustedApprovers};
 
 use crate::row::RowContext;
 use crate::{OutboxError, Status};
 
-/// A claimed row, as a worker receives it.
+/// A claimed row, as a worker receives it (a dry run's rows look the same, with no claim
+/// token).
 #[derive(Clone, Debug)]
 pub struct ClaimedRow {
     pub(crate) key: String,
     pub(crate) route: String,
     pub(crate) effect_kind: String,
+    pub(crate) message_type: String,
+    pub(crate) target: String,
+    pub(crate) summary: Option<String>,
     pub(crate) context: RowContext,
     pub(crate) effect: String,
     pub(crate) payload_sha256: String,
+    pub(crate) payload_bytes: i64,
     pub(crate) attempts: u32,
     pub(crate) claim_token: String,
 }
@@ -112,6 +121,7 @@ pub struct StatusCount {
 
 /// A row as an operator sees it: no effect body, the target redacted.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RowSummary {
     /// Idempotency key.
     pub key: String,
@@ -119,6 +129,12 @@ pub struct RowSummary {
     pub route: String,
     /// Pipeline.
     pub pipeline: String,
+    /// The run that staged it.
+    pub run_id: String,
+    /// That run's kind.
+    pub run_kind: String,
+    /// That run's backfill, if any.
+    pub backfill_id: Option<String>,
     /// Effect kind.
     pub effect_kind: String,
     /// Message type.
@@ -139,38 +155,179 @@ pub struct RowSummary {
     pub last_error: Option<String>,
     /// Whether the staged payload changed after it was delivered.
     pub changed_after_delivery: bool,
+    /// SHA-256 of the staged payload, hex.
+    pub payload_sha256: String,
+    /// Size of the staged payload in bytes.
+    pub payload_bytes: u64,
+    /// The effect's summary, as redacted at staging.
+    pub summary: Option<String>,
+    /// Whether the row carries an approval document (its own opt-in).
+    pub has_opt_in: bool,
 }
 
-/// Who asked for an operator action, why, and until when it holds.
+/// An operator's action on rows (`retry_dead`, `resend`): who asked, why, and, when the
+/// rows are a replay's or stale, the approval that lifts them.
+///
+/// The reason and the operator are recorded (in the audit table and the journal) but lift
+/// nothing: they are free text. Only an approval document ([`OperatorAction::with_opt_in`],
+/// a `replaysafe-opt-in/1` file, signed where trusted approvers are configured) can
+/// lift a replay's or a stale row's suppression, and the worker checks it again at
+/// delivery exactly as `replaysafe send` checks an opt-in file.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Approval {
-    /// Why.
-    pub reason: String,
-    /// Who approved.
-    pub approved_by: String,
-    /// When the approval stops enabling anything.
-    pub expires_at: DateTime<Utc>,
+pub struct OperatorAction {
+    pub(crate) reason: String,
+    pub(crate) by: String,
+    pub(crate) opt_in: Option<OptIn>,
+    pub(crate) document: Option<String>,
 }
 
-impl Approval {
-    /// An approval; `reason` and `approved_by` must be non-empty ([`OutboxError::Invalid`] names the field).
-    pub fn new(
-        reason: impl Into<String>,
-        approved_by: impl Into<String>,
-        expires_at: DateTime<Utc>,
-    ) -> Result<Self, OutboxError> {
-        let (reason, approved_by) = (reason.into(), approved_by.into());
+impl OperatorAction {
+    /// An action; `reason` and `by` must be non-empty ([`OutboxError::Invalid`] names the field).
+    pub fn new(reason: impl Into<String>, by: impl Into<String>) -> Result<Self, OutboxError> {
+        let (reason, by) = (reason.into(), by.into());
         if reason.trim().is_empty() {
             return Err(OutboxError::invalid("reason", "must not be empty"));
         }
-        if approved_by.trim().is_empty() {
+        if by.trim().is_empty() {
             return Err(OutboxError::invalid("approved_by", "must not be empty"));
         }
-        Ok(Approval {
+        for (field, text) in [("reason", &reason), ("approved_by", &by)] {
+            if text.chars().any(char::is_control) {
+                return Err(OutboxError::invalid(
+                    field,
+                    "must not contain control characters",
+                ));
+            }
+        }
+        Ok(OperatorAction {
             reason,
-            approved_by,
-            expires_at,
+            by,
+            opt_in: None,
+            document: None,
         })
+    }
+
+    /// Adds the approval that lifts a replay's or stale row: it becomes the rows' opt-in,
+    /// stored whole (signature included) and checked again by the worker. An opt-in
+    /// without a file form (no pipeline, or no backfill id or run-id pattern) is
+    /// [`OutboxError::Invalid`] for `opt_in`.
+    pub fn with_opt_in(mut self, opt_in: OptIn) -> Result<Self, OutboxError> {
+        let document = opt_in.to_file_json().map_err(|error| {
+            OutboxError::invalid(
+                "opt_in",
+                format!("an outbox row stores the whole approval document: {error}"),
+            )
+        })?;
+        self.opt_in = Some(opt_in);
+        self.document = Some(document);
+        Ok(self)
+    }
+
+    /// Why.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// Who asked.
+    pub fn by(&self) -> &str {
+        &self.by
+    }
+
+    /// The approval document, when one was given.
+    pub fn opt_in(&self) -> Option<&OptIn> {
+        self.opt_in.as_ref()
+    }
+
+    /// Journals the action on each of `rows` (as `retry_dead` or `resend` returned them):
+    /// one `requeued` record a row, reasons `operator_retry` or `operator_resend`, the
+    /// note saying who asked and why, and the approval document's whole scope as its
+    /// `opt_in` (its signer named when `trusted` lists the key; its targets shown by
+    /// domain only). Every record reaches the operating system before this returns.
+    pub fn journal(
+        &self,
+        journal: &dyn Journal,
+        command: OperatorCommand,
+        rows: &[RowSummary],
+        trusted: Option<&TrustedApprovers>,
+        now: DateTime<Utc>,
+    ) -> Result<(), JournalError> {
+        let opt_in = self.opt_in.as_ref().map(|opt_in| {
+            let mut record = RecordOptIn::from(opt_in);
+            if let Some(signer) = trusted.and_then(|trusted| trusted.name_of(opt_in)) {
+                record.signer = Some(signer.to_owned());
+            }
+            for target in record.targets.iter_mut().flatten() {
+                *target = TargetRedaction::DomainOnly.apply(target).into_owned();
+            }
+            record
+        });
+        let reasons = [command.reason().to_owned()];
+        let note = format!("{} by {}: {}", command.as_str(), self.by, self.reason);
+        let time = |text: &str| {
+            DateTime::parse_from_rfc3339(text)
+                .map(|time| time.with_timezone(&Utc))
+                .unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
+        };
+        for row in rows {
+            journal.append(&JournalEntry {
+                ts: now,
+                decision: JournalDecision::Requeued,
+                reasons: EntryReasons::Text(&reasons),
+                pipeline: &row.pipeline,
+                run_id: &row.run_id,
+                run_kind: &row.run_kind,
+                backfill_id: row.backfill_id.as_deref(),
+                window_start: EntryTime::Time(time(&row.window_start)),
+                window_end: EntryTime::Time(time(&row.window_end)),
+                kind: &row.effect_kind,
+                message_type: &row.message_type,
+                target: &row.target,
+                idempotency_key: &row.key,
+                summary: row.summary.as_deref(),
+                payload_sha256: &row.payload_sha256,
+                payload_bytes: row.payload_bytes,
+                opt_in: opt_in.as_ref(),
+                attempt: 0,
+                error: None,
+                note: Some(&note),
+            })?;
+        }
+        journal.flush()
+    }
+
+    /// The audit table's `expires_at`: the approval's expiry, or empty without one.
+    pub(crate) fn expires_text(&self) -> String {
+        self.opt_in
+            .as_ref()
+            .map(|opt_in| replaysafe_core::rfc3339(opt_in.expires_at()))
+            .unwrap_or_default()
+    }
+}
+
+/// Which operator command put rows back to be delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OperatorCommand {
+    /// Dead rows retried ([`OutboxStore::retry_dead`]).
+    Retry,
+    /// Delivered or suppressed rows sent again ([`OutboxStore::resend`]).
+    Resend,
+}
+
+impl OperatorCommand {
+    /// `retry` or `resend`, as the audit table and the journal's note say it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OperatorCommand::Retry => "retry",
+            OperatorCommand::Resend => "resend",
+        }
+    }
+
+    /// The journal reason: `operator_retry` or `operator_resend`.
+    pub fn reason(self) -> &'static str {
+        match self {
+            OperatorCommand::Retry => "operator_retry",
+            OperatorCommand::Resend => "operator_resend",
+        }
     }
 }
 
@@ -222,27 +379,50 @@ pub trait OutboxStore: Send + Sync + fmt::Debug {
     /// Rows of one status, oldest first.
     async fn list(&self, status: Status, limit: u32) -> Result<Vec<RowSummary>, OutboxError>;
 
+    /// The row of one key, if there is one.
+    async fn get(&self, key: &str) -> Result<Option<RowSummary>, OutboxError>;
+
+    /// Rows a claim would take at `now` (pending and due, or claimed with the lease over)
+    /// of `routes`, in key order after `after`, at most `limit`, without claiming them or
+    /// changing anything: what a dry run looks at. Their claim token is empty.
+    async fn peek_due(
+        &self,
+        routes: &[String],
+        after: Option<&str>,
+        limit: u32,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<ClaimedRow>, OutboxError>;
+
     /// Puts dead rows back to pending with a fresh attempt count; audited. `None` retries
-    /// every dead row. Returns how many rows changed.
+    /// every dead row. The action's approval document, if any, becomes the rows' opt-in;
+    /// without one a row keeps its own. Returns the rows changed, as they now stand.
     async fn retry_dead(
         &self,
         keys: Option<&[String]>,
-        approval: &Approval,
+        action: &OperatorAction,
         now: DateTime<Utc>,
-    ) -> Result<u64, OutboxError>;
+    ) -> Result<Vec<RowSummary>, OutboxError>;
 
-    /// Sends delivered rows again; audited. The approval becomes the rows' opt-in, so the
-    /// delivery gate lifts `stale_window` and replay reasons until it expires, and the
-    /// delivery is journaled with it. Returns how many rows changed.
+    /// Sends delivered (or suppressed) rows again; audited. The action's approval
+    /// document, if any, becomes the rows' opt-in, checked again at delivery; the reason
+    /// alone lifts nothing, so a replay's or stale row without an approval is suppressed
+    /// again by the worker. Returns the rows changed, as they now stand.
     async fn resend(
         &self,
         keys: &[String],
-        approval: &Approval,
+        action: &OperatorAction,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<RowSummary>, OutboxError>;
+
+    /// Deletes delivered rows delivered more than `older_than` before `now`; returns how
+    /// many. A purged key can be staged and sent again, so `older_than` shorter than the
+    /// longest max age (plus clock skew) of the delivered rows is [`OutboxError::Invalid`]
+    /// for `older_than`, and nothing is deleted.
+    async fn purge_delivered(
+        &self,
+        older_than: Duration,
         now: DateTime<Utc>,
     ) -> Result<u64, OutboxError>;
-
-    /// Deletes delivered rows delivered before `cutoff`; returns how many.
-    async fn purge_delivered(&self, cutoff: DateTime<Utc>) -> Result<u64, OutboxError>;
 
     /// Totals kept across processes.
     async fn counters(&self) -> Result<StoreCounters, OutboxError>;
@@ -253,4 +433,28 @@ pub trait OutboxStore: Send + Sync + fmt::Debug {
     async fn wait_for_work(&self, within: Duration) {
         tokio::time::sleep(within).await;
     }
+}
+
+/// Checks a purge's age against the longest max age plus clock skew of the delivered
+/// rows (`longest_ms`, none when there is no delivered row), and gives the cut-off.
+pub(crate) fn purge_cutoff(
+    older_than: Duration,
+    longest_ms: Option<i64>,
+    now: DateTime<Utc>,
+) -> Result<DateTime<Utc>, OutboxError> {
+    let older_than_ms = i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
+    if let Some(longest) = longest_ms.filter(|longest| older_than_ms < *longest) {
+        return Err(OutboxError::invalid(
+            "older_than",
+            format!(
+                "{} s is shorter than the longest max age plus clock skew of the delivered rows ({} s): \
+                 a purged key could be staged again by a current run and sent twice",
+                older_than.as_secs(),
+                longest / 1000
+            ),
+        ));
+    }
+    Ok(now
+        .checked_sub_signed(chrono::TimeDelta::milliseconds(older_than_ms))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC))
 }

@@ -11,7 +11,11 @@ use std::time::Duration;
 
 use chrono::TimeDelta;
 use futures_util::StreamExt;
-use replaysafe_core::{Clock, EffectClient, EffectKind, Guard, RetryPolicy, SystemClock};
+use replaysafe_core::journal::{EntryReasons, EntryTime, JournalDecision, JournalEntry};
+use replaysafe_core::{
+    Clock, EffectClient, EffectKind, Guard, Journal, Mode, RetryPolicy, SystemClock,
+    TrustedApprovers,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
@@ -47,6 +51,8 @@ pub struct WorkerBuilder {
     poll: Duration,
     retry: RetryPolicy,
     clock: Arc<dyn Clock>,
+    trusted: Option<TrustedApprovers>,
+    journal: Option<Arc<dyn Journal>>,
 }
 
 impl fmt::Debug for WorkerBuilder {
@@ -121,6 +127,24 @@ impl WorkerBuilder {
         self
     }
 
+    /// Trusts only approval documents signed by one of these approvers' keys: a row's
+    /// opt-in that is unsigned (`opt_in_unsigned`) or signed by another key
+    /// (`opt_in_untrusted`) lifts nothing. `replaysafe outbox work` reads them from
+    /// `REPLAYSAFE_TRUSTED_APPROVERS`, as `replaysafe send` does. Without them, a row's
+    /// opt-in is checked for its scope, expiry and, when signed, its signature.
+    pub fn trusted_approvers(mut self, trusted: TrustedApprovers) -> Self {
+        self.trusted = Some(trusted);
+        self
+    }
+
+    /// Where rows refused before any attempt (no such route, an unreadable row, an effect
+    /// that does not decode or no longer derives its key) are journaled as `failed`
+    /// (default: the journal of the row's route, or of the first route).
+    pub fn journal(mut self, journal: Arc<dyn Journal>) -> Self {
+        self.journal = Some(journal);
+        self
+    }
+
     /// Builds the worker; an invalid or repeated route name, or no route at all, is
     /// [`OutboxError::Invalid`] for `route`.
     pub fn build(self) -> Result<Worker, OutboxError> {
@@ -155,6 +179,8 @@ impl WorkerBuilder {
             poll: self.poll,
             retry: self.retry,
             clock: self.clock,
+            trusted: self.trusted,
+            journal: self.journal,
         })
     }
 }
@@ -181,6 +207,8 @@ pub struct Worker {
     poll: Duration,
     retry: RetryPolicy,
     clock: Arc<dyn Clock>,
+    trusted: Option<TrustedApprovers>,
+    journal: Option<Arc<dyn Journal>>,
 }
 
 impl fmt::Debug for Worker {
@@ -254,6 +282,8 @@ impl Worker {
             poll: DEFAULT_POLL,
             retry: default_retry(),
             clock: Arc::new(SystemClock),
+            trusted: None,
+            journal: None,
         }
     }
 
@@ -276,6 +306,44 @@ impl Worker {
             total.add(pass);
             if pass.claimed == 0 {
                 return Ok(total);
+            }
+        }
+    }
+
+    /// A dry run over every row that is due now: each is decided on its own context in
+    /// dry-run mode and journaled as what would have been sent (`suppressed`, reasons
+    /// `dry_run` and whatever else the gate found), through its route's guard. Nothing is
+    /// delivered, claimed or changed in the table; a row that could not be attempted at
+    /// all is logged and counted as `dead`, not journaled (nothing happened to it).
+    pub async fn dry_run(&self) -> Result<WorkerStats, OutboxError> {
+        const PAGE: u32 = 500;
+        let mut stats = WorkerStats::default();
+        let now = self.clock.now();
+        let mut after: Option<String> = None;
+        loop {
+            let rows = self
+                .store
+                .peek_due(&self.route_names, after.as_deref(), PAGE, now)
+                .await?;
+            let Some(last) = rows.last() else {
+                return Ok(stats);
+            };
+            after = Some(last.key.clone());
+            for row in &rows {
+                stats.claimed += 1;
+                match self.attempt(row, Mode::DryRun).await {
+                    Attempt::Suppressed(_) => stats.suppressed += 1,
+                    Attempt::Refused { error, .. } | Attempt::Failed { error, .. } => {
+                        stats.dead += 1;
+                        tracing::warn!(
+                            target: "replaysafe::outbox",
+                            idempotency_key = row.key.as_str(),
+                            "dry run: this row would be dead-lettered: {error}"
+                        );
+                    }
+                    // A dry-run context never delivers.
+                    Attempt::Delivered => stats.delivered += 1,
+                }
             }
         }
     }
@@ -409,7 +477,7 @@ impl Worker {
     }
 
     async fn work(&self, row: &ClaimedRow, stats: &mut WorkerStats) -> Result<(), OutboxError> {
-        let attempt = self.attempt(row).await;
+        let attempt = self.attempt(row, Mode::Live).await;
         let now = self.clock.now();
         let completion = match attempt {
             Attempt::Delivered => {
@@ -453,6 +521,17 @@ impl Worker {
                     Completion::Dead { error }
                 }
             }
+            Attempt::Refused { reason, error } => {
+                stats.dead += 1;
+                tracing::warn!(
+                    target: "replaysafe::outbox",
+                    idempotency_key = row.key.as_str(),
+                    route = row.route.as_str(),
+                    "dead-lettered before any attempt ({reason}): {error}"
+                );
+                self.journal_refusal(row, reason, &error);
+                Completion::Dead { error }
+            }
         };
         if self.store.complete(row, completion, now).await? == CompletionResult::Stale {
             stats.stale_completions += 1;
@@ -465,26 +544,85 @@ impl Worker {
         Ok(())
     }
 
-    async fn attempt(&self, row: &ClaimedRow) -> Attempt {
-        let failed = |error: String| Attempt::Failed {
-            transient: false,
-            retry_after: None,
-            error,
-        };
+    /// Attempts a row on its own context (in dry-run mode when `mode` says so).
+    async fn attempt(&self, row: &ClaimedRow, mode: Mode) -> Attempt {
         let Some(route) = self.routes.get(&row.route) else {
-            return failed(format!("no route named {}", row.route));
+            return Attempt::refused("unknown_route", format!("no route named {}", row.route));
         };
         let kind = match EffectKind::from_str(&row.effect_kind) {
             Ok(kind) => kind,
-            Err(error) => return failed(crate::route::short_error(&error)),
+            Err(error) => {
+                return Attempt::refused("unreadable_row", crate::route::short_error(&error));
+            }
         };
-        let cx = match row
-            .context
-            .to_context(&row.key, &kind, Arc::clone(&self.clock))
-        {
+        let cx = match row.context.to_context(
+            &row.key,
+            &kind,
+            Arc::clone(&self.clock),
+            self.trusted.as_ref(),
+        ) {
+            Ok(cx) if mode == Mode::DryRun => cx.with_mode(Mode::DryRun),
             Ok(cx) => cx,
-            Err(error) => return failed(crate::route::short_error(&error)),
+            Err(error) => {
+                return Attempt::refused("unreadable_row", crate::route::short_error(&error));
+            }
         };
-        route.attempt(&cx, &row.key, &row.effect).await
+        route
+            .attempt(&cx, &row.key, &row.effect, row.attempts.max(1))
+            .await
+    }
+
+    /// Journals a row refused before any attempt as `failed`, from the row's own columns
+    /// (the effect may not even decode), so that `report --fail-on failed` sees it. A
+    /// journal that cannot take it is logged: the row itself keeps the error.
+    fn journal_refusal(&self, row: &ClaimedRow, reason: &'static str, error: &str) {
+        let journal = self
+            .journal
+            .as_ref()
+            .or_else(|| self.routes.get(&row.route).map(|route| route.journal()))
+            .or_else(|| {
+                self.route_names
+                    .first()
+                    .and_then(|name| self.routes.get(name))
+                    .map(|route| route.journal())
+            });
+        let Some(journal) = journal else { return };
+        let context = &row.context;
+        let time = |text: &str| {
+            chrono::DateTime::parse_from_rfc3339(text)
+                .map(|time| time.with_timezone(&chrono::Utc))
+                .unwrap_or(chrono::DateTime::<chrono::Utc>::UNIX_EPOCH)
+        };
+        let reasons = [reason.to_owned()];
+        let entry = JournalEntry {
+            ts: self.clock.now(),
+            decision: JournalDecision::Failed,
+            reasons: EntryReasons::Text(&reasons),
+            pipeline: &context.pipeline,
+            run_id: &context.run_id,
+            run_kind: &context.run_kind,
+            backfill_id: context.backfill_id.as_deref(),
+            window_start: EntryTime::Time(time(&context.window_start)),
+            window_end: EntryTime::Time(time(&context.window_end)),
+            kind: &row.effect_kind,
+            message_type: &row.message_type,
+            target: &row.target,
+            idempotency_key: &row.key,
+            summary: row.summary.as_deref(),
+            payload_sha256: &row.payload_sha256,
+            payload_bytes: u64::try_from(row.payload_bytes).unwrap_or(0),
+            opt_in: None,
+            attempt: row.attempts,
+            error: Some(error),
+            note: None,
+        };
+        if let Err(failure) = journal.append(&entry).and_then(|()| journal.flush()) {
+            tracing::error!(
+                target: "replaysafe::outbox",
+                idempotency_key = row.key.as_str(),
+                "journaling a dead-lettered row: {}",
+                crate::route::short_error(&failure)
+            );
+        }
     }
 }

@@ -4,6 +4,7 @@ mod approve;
 mod cli;
 mod durable;
 mod outbox;
+mod outbox_boundaries;
 mod review;
 mod send;
 mod send_kinds;

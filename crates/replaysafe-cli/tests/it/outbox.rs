@@ -20,10 +20,10 @@ use serde_json::Value;
 use crate::send::clean_command;
 
 /// Idempotency keys received, per path.
-type Seen = Arc<Mutex<HashMap<String, Vec<String>>>>;
+pub(crate) type Seen = Arc<Mutex<HashMap<String, Vec<String>>>>;
 
 /// A receiver: 200 on /ok, 400 on /bad; records each request's key by path.
-fn receiver() -> (SocketAddr, Seen) {
+pub(crate) fn receiver() -> (SocketAddr, Seen) {
     let seen: Seen = Arc::default();
     let state = seen.clone();
     let (ready, address) = std::sync::mpsc::channel();
@@ -64,7 +64,7 @@ fn receiver() -> (SocketAddr, Seen) {
     (address.recv().unwrap(), seen)
 }
 
-fn route(name: &str, url: &str) -> Route<WebhookClient> {
+pub(crate) fn route(name: &str, url: &str) -> Route<WebhookClient> {
     let guard = WebhookClient::builder(url)
         .ssrf_policy(SsrfPolicy::default().allow("127.0.0.1").unwrap())
         .build(NoopJournal)
@@ -72,7 +72,7 @@ fn route(name: &str, url: &str) -> Route<WebhookClient> {
     Route::new(name, guard).unwrap()
 }
 
-fn context(kind: RunKind) -> ReplayContext {
+pub(crate) fn context(kind: RunKind) -> ReplayContext {
     let now = Utc::now();
     let builder = ReplayContext::builder()
         .pipeline("daily_orders")
@@ -101,7 +101,7 @@ fn plan(address: SocketAddr) -> Staging {
     ]
 }
 
-fn routes_file(dir: &Path, address: SocketAddr) -> std::path::PathBuf {
+pub(crate) fn routes_file(dir: &Path, address: SocketAddr) -> std::path::PathBuf {
     let path = dir.join("routes.json");
     let routes = serde_json::json!({"routes": {
         "partner": {"kind": "webhook", "url": format!("http://{address}/ok"), "allow_hosts": ["127.0.0.1"]},
@@ -111,7 +111,7 @@ fn routes_file(dir: &Path, address: SocketAddr) -> std::path::PathBuf {
     path
 }
 
-fn outbox(database: &str, args: &[&str]) -> assert_cmd::assert::Assert {
+pub(crate) fn outbox(database: &str, args: &[&str]) -> assert_cmd::assert::Assert {
     let mut command = clean_command();
     command.env_remove("PGPASSWORD");
     if let Some(password) = PASSWORD.with(|cell| cell.borrow().clone()) {
@@ -124,12 +124,12 @@ fn outbox(database: &str, args: &[&str]) -> assert_cmd::assert::Assert {
         .assert()
 }
 
-fn json(database: &str, args: &[&str]) -> Value {
+pub(crate) fn json(database: &str, args: &[&str]) -> Value {
     let output = outbox(database, args).success().get_output().stdout.clone();
     serde_json::from_slice(&output).unwrap()
 }
 
-fn by_status(database: &str) -> Value {
+pub(crate) fn by_status(database: &str) -> Value {
     json(database, &["status", "--format", "json"])["by_status"].clone()
 }
 
@@ -181,13 +181,14 @@ fn operate(database: &str, dir: &Path, address: SocketAddr, seen: &Seen, staged:
         .clone();
     assert!(String::from_utf8_lossy(&table).contains("orders.replayed"));
 
+    let action_journal = dir.join("operator.jsonl");
     let approval = [
         "--reason",
         "partner fixed their endpoint",
         "--approved-by",
         "jane@ops",
-        "--expires",
-        "1h",
+        "--journal",
+        action_journal.to_str().unwrap(),
         "--format",
         "json",
     ];
@@ -197,10 +198,40 @@ fn operate(database: &str, dir: &Path, address: SocketAddr, seen: &Seen, staged:
     let mut resend = vec!["resend", "--key", ok_key.as_str()];
     resend.extend(approval);
     assert_eq!(json(database, &resend)["resent"], Value::from(1));
+    // The backfill's row, resent on free text alone, is suppressed again by the worker.
+    let replayed_key = staged[2].key.as_str();
+    let mut free_text = vec!["resend", "--key", replayed_key];
+    free_text.extend(approval);
+    assert_eq!(json(database, &free_text)["resent"], Value::from(1));
+    // Every operator action is journaled, with who and why.
+    let actions = std::fs::read_to_string(&action_journal).unwrap();
+    let requeued: Vec<Value> = actions
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(requeued.len(), 3, "{actions}");
+    assert!(requeued.iter().all(|r| r["decision"] == "requeued"));
+    assert_eq!(requeued[0]["reasons"][0], "operator_retry");
+    assert_eq!(requeued[1]["reasons"][0], "operator_resend");
+    assert_eq!(
+        requeued[2]["note"],
+        "resend by jane@ops: partner fixed their endpoint"
+    );
     outbox(database, &work).success();
     // The resend goes out again under the same key; the retried row fails again and is dead.
     assert_eq!(seen.lock().unwrap()["ok"], [ok_key.clone(), ok_key.clone()]);
     assert_eq!(seen.lock().unwrap()["bad"].len(), 2);
+    let replayed = json(
+        database,
+        &["list", "--status", "suppressed", "--format", "json"],
+    );
+    assert_eq!(replayed[0]["key"], Value::from(replayed_key));
+    assert!(
+        replayed[0]["reasons"]
+            .as_str()
+            .unwrap()
+            .contains("replay_run")
+    );
     let journaled = std::fs::read_to_string(&journal).unwrap();
     let delivered_lines = journaled
         .lines()
@@ -210,38 +241,41 @@ fn operate(database: &str, dir: &Path, address: SocketAddr, seen: &Seen, staged:
         .count();
     assert_eq!(delivered_lines, 2, "both deliveries are journaled");
 
-    let purged = json(
-        database,
-        &[
-            "purge",
-            "--delivered-before",
-            "2000-01-01T00:00:00Z",
-            "--format",
-            "json",
-        ],
+    // A purged key could be staged and sent again: not sooner than the longest max age.
+    let refused = outbox(database, &["purge", "--older-than", "1h"])
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    assert!(
+        String::from_utf8_lossy(&refused).contains("--older-than"),
+        "{}",
+        String::from_utf8_lossy(&refused)
     );
-    assert_eq!(purged["purged"], Value::from(0));
-    let purged = json(
-        database,
-        &["purge", "--delivered-before", "0s", "--format", "json"],
+    let purged = json(database, &["purge", "--format", "json"]);
+    assert_eq!(
+        purged["purged"],
+        Value::from(0),
+        "delivered just now: kept a week"
     );
-    assert_eq!(purged["purged"], Value::from(1));
-    assert_eq!(by_status(database)["delivered"], Value::from(0));
+    assert_eq!(by_status(database)["delivered"], Value::from(1));
+
+    // An unknown key is named, and exits 1.
+    let mut unknown = vec!["resend", "--key", "0000not-a-key"];
+    unknown.extend(approval);
+    let said = outbox(database, &unknown)
+        .code(1)
+        .get_output()
+        .stderr
+        .clone();
+    assert!(
+        String::from_utf8_lossy(&said).contains("--key 0000not-a-key: no outbox row has this key"),
+        "{}",
+        String::from_utf8_lossy(&said)
+    );
 
     // Bad input: exit 2, naming the flag.
-    outbox(
-        database,
-        &[
-            "resend",
-            "--key",
-            "k",
-            "--approved-by",
-            "a",
-            "--expires",
-            "1h",
-        ],
-    )
-    .code(2);
+    outbox(database, &["resend", "--key", "k", "--approved-by", "a"]).code(2);
     let secret_routes = dir.join("secret.json");
     std::fs::write(
         &secret_routes,
@@ -330,7 +364,7 @@ fn the_operator_commands_work_on_postgres() {
 }
 
 /// `postgres://user:password@host…` → (`postgres://user@host…`, password).
-fn split_password(url: &str) -> (String, String) {
+pub(crate) fn split_password(url: &str) -> (String, String) {
     let (scheme, rest) = url.split_once("://").unwrap();
     let (userinfo, host) = rest.split_once('@').unwrap();
     let (user, password) = userinfo.split_once(':').unwrap();
@@ -338,7 +372,7 @@ fn split_password(url: &str) -> (String, String) {
 }
 
 /// Runs `body` with every `outbox` command of this thread given PGPASSWORD.
-fn temp_env_password(password: &str, body: impl FnOnce()) {
+pub(crate) fn temp_env_password(password: &str, body: impl FnOnce()) {
     PASSWORD.with(|cell| *cell.borrow_mut() = Some(password.to_owned()));
     body();
     PASSWORD.with(|cell| *cell.borrow_mut() = None);

@@ -51,6 +51,9 @@ pub struct JournalEntry<'a> {
     pub attempt: u32,
     /// The error of a failed attempt.
     pub error: Option<&'a str>,
+    /// A note for the reader (who asked for an operator action and why); the field is
+    /// left out of the line when there is none.
+    pub note: Option<&'a str>,
 }
 
 /// Reasons as the gate gave them, or as text read back from a journal.
@@ -167,6 +170,9 @@ impl Serialize for JournalEntry<'_> {
         line.serialize_field("opt_in", &self.opt_in)?;
         line.serialize_field("attempt", &self.attempt)?;
         line.serialize_field("error", &self.error)?;
+        if let Some(note) = self.note {
+            line.serialize_field("note", note)?;
+        }
         line.end()
     }
 }
@@ -199,6 +205,7 @@ impl JournalEntry<'_> {
             opt_in: self.opt_in.cloned(),
             attempt: self.attempt,
             error: self.error.map(str::to_owned),
+            note: self.note.map(str::to_owned),
         }
     }
 }
@@ -295,6 +302,10 @@ impl JournalEntry<'_> {
         push_u64(out, u64::from(self.attempt));
         out.extend_from_slice(b",\"error\":");
         push_optional(out, self.error);
+        if let Some(note) = self.note {
+            out.extend_from_slice(b",\"note\":");
+            push_str(out, note);
+        }
         out.push(b'}');
     }
 }
@@ -474,6 +485,7 @@ mod tests {
             }),
             attempt: (nanos % 7) as u32,
             error: (nanos % 2 == 1).then(|| format!("sending: {text}")),
+            note: (nanos % 4 == 0).then(|| format!("resend by jane: {text}")),
         }
     }
 

@@ -118,6 +118,10 @@ pub enum JournalDecision {
     /// Without a `delivered` or `failed` record for the attempt after it, the effect is
     /// in doubt: the receiver may or may not have it.
     Attempting,
+    /// An operator put an outbox row back to be delivered (`replaysafe outbox retry` or
+    /// `resend`); the record's `note` says who and why, its `opt_in` the approval file
+    /// given, if any. Nothing was sent: the worker decides again at delivery.
+    Requeued,
     /// A decision this version does not know, read from a newer writer's line (schema
     /// version 1 adds decision values without a new version). Never written by this crate.
     #[serde(other)]
@@ -125,7 +129,7 @@ pub enum JournalDecision {
 }
 
 impl JournalDecision {
-    /// `delivered`, `suppressed`, `failed`, `attempting`, or `unknown` for a value read
+    /// `delivered`, `suppressed`, `failed`, `attempting`, `requeued`, or `unknown` for a value read
     /// from a newer writer.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -133,6 +137,7 @@ impl JournalDecision {
             JournalDecision::Suppressed => "suppressed",
             JournalDecision::Failed => "failed",
             JournalDecision::Attempting => "attempting",
+            JournalDecision::Requeued => "requeued",
             JournalDecision::Unknown => "unknown",
         }
     }
@@ -171,6 +176,10 @@ pub struct JournalRecord {
     pub attempt: u32,
     /// What went wrong, for failed attempts.
     pub error: Option<String>,
+    /// A note for the reader: who asked for an operator action and why (`requeued`).
+    /// Added within schema version 1; written only when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The window of a record. Not validated on read: a journal is evidence, even when odd.
@@ -294,6 +303,7 @@ impl JournalRecord {
             opt_in: self.opt_in.as_ref(),
             attempt: self.attempt,
             error: self.error.as_deref(),
+            note: self.note.as_deref(),
         }
     }
 }

@@ -34,12 +34,12 @@ use tokio::task::JoinHandle;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{AsyncMessage, Config, NoTls, Row, Transaction};
 
-pub use schema::{SCHEMA_VERSION, migrate, schema_version};
+pub use schema::{SCHEMA_VERSION, check_schema, migrate, schema_version};
 
 use crate::row::{RowContext, StagedRow, from_millis, millis, prepare};
 use crate::store::{
-    Approval, ClaimRequest, ClaimedRow, Completion, CompletionResult, OutboxStore, RowSummary,
-    StatusCount, StoreCounters,
+    ClaimRequest, ClaimedRow, Completion, CompletionResult, OperatorAction, OutboxStore,
+    RowSummary, StatusCount, StoreCounters, purge_cutoff,
 };
 use crate::{OutboxError, Route, SourceVersion, Staged, Status};
 
@@ -57,8 +57,8 @@ fn sql(operation: &'static str) -> impl FnOnce(tokio_postgres::Error) -> OutboxE
 }
 
 /// The staging upsert, with the same rules as SQLite's
-/// ([`crate::sqlite::STAGE_SQL`]), in PostgreSQL's parameters `$1` to `$30` (the
-/// columns in the order they are listed; `$30` is now, in milliseconds since the Unix
+/// ([`crate::sqlite::STAGE_SQL`]), in PostgreSQL's parameters `$1` to `$28` (the
+/// columns in the order they are listed; `$28` is now, in milliseconds since the Unix
 /// epoch). `docs/reference/outbox.md` shows it run from Python.
 ///
 /// - a restaging never adds a row (the key is the primary key);
@@ -73,16 +73,16 @@ pub const STAGE_SQL: &str = "INSERT INTO replaysafe_outbox AS o (
     idempotency_key, route, pipeline, effect_kind, message_type, target,
     window_start, window_end, run_id, run_kind, replay_flag, backfill_id,
     logical_date, run_interval_start, run_interval_end, mode, conflict,
-    max_age_ms, clock_skew_ms, opt_in_reason, opt_in_approved_by, opt_in_expires_at,
+    max_age_ms, clock_skew_ms, opt_in,
     effect, payload_sha256, payload_bytes, summary, source_version, status, reasons,
     next_attempt_at_ms, staged_at_ms, updated_at_ms)
 VALUES (
     $1, $2, $3, $4, $5, $6,
     $7, $8, $9, $10, $11, $12,
     $13, $14, $15, $16, $17,
-    $18, $19, $20, $21, $22,
-    $23, $24, $25, $26, $27, $28, $29,
-    $30, $30, $30)
+    $18, $19, $20,
+    $21, $22, $23, $24, $25, $26, $27,
+    $28, $28, $28)
 ON CONFLICT (idempotency_key) DO UPDATE SET
     route = excluded.route,
     target = excluded.target,
@@ -107,9 +107,7 @@ ON CONFLICT (idempotency_key) DO UPDATE SET
     conflict = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.conflict ELSE o.conflict END,
     max_age_ms = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.max_age_ms ELSE o.max_age_ms END,
     clock_skew_ms = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.clock_skew_ms ELSE o.clock_skew_ms END,
-    opt_in_reason = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in_reason ELSE o.opt_in_reason END,
-    opt_in_approved_by = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in_approved_by ELSE o.opt_in_approved_by END,
-    opt_in_expires_at = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in_expires_at ELSE o.opt_in_expires_at END
+    opt_in = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in ELSE o.opt_in END
 WHERE excluded.source_version >= o.source_version
   AND (excluded.source_version > o.source_version
     OR excluded.effect <> o.effect
@@ -117,7 +115,7 @@ WHERE excluded.source_version >= o.source_version
 
 /// The parameter types of [`STAGE_SQL`], given with the statement so that a staging is
 /// one round trip.
-pub const STAGE_TYPES: [Type; 30] = [
+pub const STAGE_TYPES: [Type; 28] = [
     Type::TEXT,
     Type::TEXT,
     Type::TEXT,
@@ -137,8 +135,6 @@ pub const STAGE_TYPES: [Type; 30] = [
     Type::TEXT,
     Type::INT8,
     Type::INT8,
-    Type::TEXT,
-    Type::TEXT,
     Type::TEXT,
     Type::TEXT,
     Type::TEXT,
@@ -271,7 +267,7 @@ impl Stager {
 }
 
 /// The parameters of [`STAGE_SQL`] for `row`, in order.
-fn values<'a>(row: &'a StagedRow, status: &'a &'static str) -> [&'a (dyn ToSql + Sync); 30] {
+fn values<'a>(row: &'a StagedRow, status: &'a &'static str) -> [&'a (dyn ToSql + Sync); 28] {
     let cx = &row.context;
     [
         &row.key,
@@ -293,9 +289,7 @@ fn values<'a>(row: &'a StagedRow, status: &'a &'static str) -> [&'a (dyn ToSql +
         &cx.conflict,
         &cx.max_age_ms,
         &cx.clock_skew_ms,
-        &cx.opt_in_reason,
-        &cx.opt_in_approved_by,
-        &cx.opt_in_expires_at,
+        &cx.opt_in,
         &row.effect,
         &row.payload_sha256,
         &row.payload_bytes,
@@ -327,6 +321,7 @@ pub struct PostgresOutboxBuilder {
     config: Config,
     pool_size: usize,
     listen: bool,
+    existing_schema: bool,
 }
 
 impl fmt::Debug for PostgresOutboxBuilder {
@@ -354,8 +349,19 @@ impl PostgresOutboxBuilder {
         self
     }
 
-    /// Connects, creates or migrates the outbox tables ([`migrate`]), and starts
-    /// listening for wake-ups.
+    /// Connects to an outbox that already exists, for operators' commands (`status` and
+    /// `list`, which only read; `retry`, `resend`, `purge`): nothing is created or
+    /// migrated and nobody listens, so a database user with `SELECT` alone can run the
+    /// reading ones. A database without the outbox is [`OutboxError::NoOutbox`]; another
+    /// schema version is [`OutboxError::SchemaTooOld`] or [`OutboxError::SchemaTooNew`].
+    pub fn existing_schema(mut self) -> Self {
+        self.existing_schema = true;
+        self.listen = false;
+        self
+    }
+
+    /// Connects, creates or migrates the outbox tables ([`migrate`]) unless
+    /// [`PostgresOutboxBuilder::existing_schema`], and starts listening for wake-ups.
     pub async fn connect(self) -> Result<PostgresOutbox, OutboxError> {
         let mut config = self.config;
         if config.get_connect_timeout().is_none() {
@@ -381,7 +387,11 @@ impl PostgresOutboxBuilder {
                 .get()
                 .await
                 .map_err(|error| OutboxError::store("connecting to the outbox database", error))?;
-            migrate(&mut client).await?;
+            if self.existing_schema {
+                check_schema(&**client, &describe(&config)).await?;
+            } else {
+                migrate(&mut client).await?;
+            }
         }
         let wake = Arc::new(Notify::new());
         let listener = self
@@ -463,6 +473,7 @@ impl PostgresOutbox {
             config,
             pool_size: DEFAULT_POOL_SIZE,
             listen: true,
+            existing_schema: false,
         }
     }
 
@@ -488,35 +499,36 @@ impl PostgresOutbox {
             .map_err(|error| OutboxError::store(operation, error))
     }
 
-    /// Puts rows of `from` statuses back to pending with `approval` as their opt-in, and
-    /// audits each, in one statement.
+    /// Puts rows of `from` statuses back to pending, with the action's approval document
+    /// as their opt-in when it has one, and audits each, in one statement; returns them.
     async fn reopen(
         &self,
         keys: Option<&[String]>,
         from: &[Status],
-        action: &str,
-        approval: &Approval,
+        command: &str,
+        action: &OperatorAction,
         now: DateTime<Utc>,
-    ) -> Result<u64, OutboxError> {
+    ) -> Result<Vec<RowSummary>, OutboxError> {
         let statuses: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
         let keys: Option<Vec<&str>> = keys.map(|keys| keys.iter().map(String::as_str).collect());
-        let expires = replaysafe_core::rfc3339(approval.expires_at);
         let client = self.client("reopening rows").await?;
-        client
-            .execute(
-                REOPEN_SQL,
+        let rows = client
+            .query(
+                &reopen_sql(),
                 &[
                     &statuses,
                     &keys,
                     &millis(now),
-                    &approval.reason,
-                    &approval.approved_by,
-                    &expires,
-                    &action,
+                    &action.document,
+                    &action.reason,
+                    &action.by,
+                    &action.expires_text(),
+                    &command,
                 ],
             )
             .await
-            .map_err(sql("reopening rows"))
+            .map_err(sql("reopening rows"))?;
+        rows.iter().map(summary_row).collect()
     }
 }
 
@@ -587,8 +599,8 @@ claimed AS (
     RETURNING picked.reclaimed, o.idempotency_key, o.route, o.effect_kind, o.pipeline, o.run_id,
         o.run_kind, o.replay_flag, o.backfill_id, o.window_start, o.window_end, o.logical_date,
         o.run_interval_start, o.run_interval_end, o.mode, o.conflict, o.max_age_ms,
-        o.clock_skew_ms, o.opt_in_reason, o.opt_in_approved_by, o.opt_in_expires_at, o.effect,
-        o.payload_sha256, o.attempts),
+        o.clock_skew_ms, o.opt_in, o.effect, o.payload_sha256, o.attempts, o.message_type,
+        o.target, o.summary, o.payload_bytes),
 counted AS (
     UPDATE replaysafe_outbox_counters
     SET value = value + (SELECT count(*) FROM claimed WHERE reclaimed)
@@ -601,11 +613,17 @@ pub const CLAIM_SCAN_SQL: &str = "SELECT idempotency_key FROM replaysafe_outbox
     WHERE status = 'pending' AND next_attempt_at_ms <= $1 AND route = ANY($2)
     ORDER BY next_attempt_at_ms LIMIT $3 FOR UPDATE SKIP LOCKED";
 
+/// The columns of a row as [`claimed_row`] reads them, after a leading column it skips.
+const ROW_COLUMNS: &str = "idempotency_key, route, effect_kind, pipeline, run_id, run_kind, \
+    replay_flag, backfill_id, window_start, window_end, logical_date, run_interval_start, \
+    run_interval_end, mode, conflict, max_age_ms, clock_skew_ms, opt_in, effect, \
+    payload_sha256, attempts, message_type, target, summary, payload_bytes";
+
 fn claimed_row(row: &Row, token: &str) -> Result<ClaimedRow, OutboxError> {
     let key: String = row.try_get(1).map_err(sql("reading a claimed row"))?;
     let read =
         |error: tokio_postgres::Error| OutboxError::corrupt(key.clone(), "claimed row", error);
-    let attempts: i32 = row.try_get(23).map_err(read)?;
+    let attempts: i32 = row.try_get(21).map_err(read)?;
     Ok(ClaimedRow {
         route: row.try_get(2).map_err(read)?,
         effect_kind: row.try_get(3).map_err(read)?,
@@ -624,15 +642,50 @@ fn claimed_row(row: &Row, token: &str) -> Result<ClaimedRow, OutboxError> {
             conflict: row.try_get(15).map_err(read)?,
             max_age_ms: row.try_get(16).map_err(read)?,
             clock_skew_ms: row.try_get(17).map_err(read)?,
-            opt_in_reason: row.try_get(18).map_err(read)?,
-            opt_in_approved_by: row.try_get(19).map_err(read)?,
-            opt_in_expires_at: row.try_get(20).map_err(read)?,
+            opt_in: row.try_get(18).map_err(read)?,
         },
-        effect: row.try_get(21).map_err(read)?,
-        payload_sha256: row.try_get(22).map_err(read)?,
+        effect: row.try_get(19).map_err(read)?,
+        payload_sha256: row.try_get(20).map_err(read)?,
         attempts: u32::try_from(attempts).unwrap_or(0),
+        message_type: row.try_get(22).map_err(read)?,
+        target: row.try_get(23).map_err(read)?,
+        summary: row.try_get(24).map_err(read)?,
+        payload_bytes: row.try_get(25).map_err(read)?,
         claim_token: token.to_owned(),
         key,
+    })
+}
+
+/// The columns of [`RowSummary`], in [`summary_row`]'s order.
+const SUMMARY_COLUMNS: &str = "idempotency_key, route, pipeline, effect_kind, message_type, \
+    target, window_start, window_end, status, reasons, attempts, last_error, \
+    changed_after_delivery, run_id, run_kind, backfill_id, payload_sha256, payload_bytes, \
+    summary, opt_in IS NOT NULL";
+
+fn summary_row(row: &Row) -> Result<RowSummary, OutboxError> {
+    let stored: String = row.get(8);
+    let attempts: i32 = row.get(10);
+    Ok(RowSummary {
+        key: row.get(0),
+        route: row.get(1),
+        pipeline: row.get(2),
+        effect_kind: row.get(3),
+        message_type: row.get(4),
+        target: row.get(5),
+        window_start: row.get(6),
+        window_end: row.get(7),
+        status: stored.parse()?,
+        reasons: row.get(9),
+        attempts: u32::try_from(attempts).unwrap_or(0),
+        last_error: row.get(11),
+        changed_after_delivery: row.get(12),
+        run_id: row.get(13),
+        run_kind: row.get(14),
+        backfill_id: row.get(15),
+        payload_sha256: row.get(16),
+        payload_bytes: u64::try_from(row.get::<_, i64>(17)).unwrap_or(0),
+        summary: row.get(18),
+        has_opt_in: row.get(19),
     })
 }
 
@@ -655,17 +708,34 @@ const COMPLETE_DEAD: &str = "UPDATE replaysafe_outbox SET status = 'dead', \
     claim_token = NULL, lease_until_ms = NULL, last_error = $4, updated_at_ms = $3 \
     WHERE idempotency_key = $1 AND claim_token = $2 AND status = 'claimed'";
 
-const REOPEN_SQL: &str = "WITH picked AS (
+/// Puts rows back to pending (`$1` statuses, `$2` keys or null for all, `$3` now, `$4`
+/// the approval document or null to keep the row's own) and audits each (`$5` reason,
+/// `$6` operator, `$7` the approval's expiry, `$8` the action), in one statement.
+fn reopen_sql() -> String {
+    format!(
+        "WITH picked AS (
     SELECT idempotency_key FROM replaysafe_outbox
     WHERE status = ANY($1) AND ($2::text[] IS NULL OR idempotency_key = ANY($2))
     ORDER BY staged_at_ms FOR UPDATE),
 reopened AS (
     UPDATE replaysafe_outbox o SET status = 'pending', attempts = 0, next_attempt_at_ms = $3,
-        opt_in_reason = $4, opt_in_approved_by = $5, opt_in_expires_at = $6, updated_at_ms = $3
+        opt_in = COALESCE($4, o.opt_in), claim_token = NULL, lease_until_ms = NULL, updated_at_ms = $3
     FROM picked WHERE o.idempotency_key = picked.idempotency_key
-    RETURNING o.idempotency_key)
-INSERT INTO replaysafe_outbox_audit (at_ms, idempotency_key, action, reason, approved_by, expires_at)
-SELECT $3, idempotency_key, $7, $4, $5, $6 FROM reopened";
+    RETURNING {}),
+audited AS (
+    INSERT INTO replaysafe_outbox_audit (at_ms, idempotency_key, action, reason, approved_by, expires_at, opt_in)
+    SELECT $3, idempotency_key, $8, $5, $6, $7, $4 FROM reopened)
+SELECT * FROM reopened",
+        SUMMARY_COLUMNS
+            .split(", ")
+            .map(|column| match column.trim() {
+                "opt_in IS NOT NULL" => "o.opt_in IS NOT NULL".to_owned(),
+                other => format!("o.{other}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
 
 #[async_trait]
 impl OutboxStore for PostgresOutbox {
@@ -815,71 +885,123 @@ impl OutboxStore for PostgresOutbox {
         let client = self.client("listing rows").await?;
         let rows = client
             .query(
-                "SELECT idempotency_key, route, pipeline, effect_kind, message_type, target, \
-                 window_start, window_end, status, reasons, attempts, last_error, changed_after_delivery \
-                 FROM replaysafe_outbox WHERE status = $1 ORDER BY staged_at_ms LIMIT $2",
+                &format!(
+                    "SELECT {SUMMARY_COLUMNS} FROM replaysafe_outbox WHERE status = $1 ORDER BY staged_at_ms LIMIT $2"
+                ),
                 &[&status.as_str(), &i64::from(limit)],
             )
             .await
             .map_err(sql("listing rows"))?;
-        rows.iter()
-            .map(|row| {
-                let stored: String = row.get(8);
-                let attempts: i32 = row.get(10);
-                Ok(RowSummary {
-                    key: row.get(0),
-                    route: row.get(1),
-                    pipeline: row.get(2),
-                    effect_kind: row.get(3),
-                    message_type: row.get(4),
-                    target: row.get(5),
-                    window_start: row.get(6),
-                    window_end: row.get(7),
-                    status: stored.parse()?,
-                    reasons: row.get(9),
-                    attempts: u32::try_from(attempts).unwrap_or(0),
-                    last_error: row.get(11),
-                    changed_after_delivery: row.get(12),
-                })
-            })
-            .collect()
+        rows.iter().map(summary_row).collect()
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<RowSummary>, OutboxError> {
+        let client = self.client("reading a row").await?;
+        let row = client
+            .query_opt(
+                &format!(
+                    "SELECT {SUMMARY_COLUMNS} FROM replaysafe_outbox WHERE idempotency_key = $1"
+                ),
+                &[&key],
+            )
+            .await
+            .map_err(sql("reading a row"))?;
+        row.as_ref().map(summary_row).transpose()
+    }
+
+    async fn peek_due(
+        &self,
+        routes: &[String],
+        after: Option<&str>,
+        limit: u32,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<ClaimedRow>, OutboxError> {
+        if routes.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let client = self.client("looking at due rows").await?;
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT false, {ROW_COLUMNS} FROM replaysafe_outbox \
+                     WHERE ((status = 'pending' AND next_attempt_at_ms <= $1) \
+                        OR (status = 'claimed' AND lease_until_ms <= $1)) \
+                       AND idempotency_key > $2 AND route = ANY($3) \
+                     ORDER BY idempotency_key LIMIT $4"
+                ),
+                &[
+                    &millis(now),
+                    &after.unwrap_or_default(),
+                    &routes,
+                    &i64::from(limit),
+                ],
+            )
+            .await
+            .map_err(sql("looking at due rows"))?;
+        rows.iter().map(|row| claimed_row(row, "")).collect()
     }
 
     async fn retry_dead(
         &self,
         keys: Option<&[String]>,
-        approval: &Approval,
+        action: &OperatorAction,
         now: DateTime<Utc>,
-    ) -> Result<u64, OutboxError> {
-        self.reopen(keys, &[Status::Dead], "retry", approval, now)
+    ) -> Result<Vec<RowSummary>, OutboxError> {
+        self.reopen(keys, &[Status::Dead], "retry", action, now)
             .await
     }
 
     async fn resend(
         &self,
         keys: &[String],
-        approval: &Approval,
+        action: &OperatorAction,
         now: DateTime<Utc>,
-    ) -> Result<u64, OutboxError> {
+    ) -> Result<Vec<RowSummary>, OutboxError> {
         self.reopen(
             Some(keys),
             &[Status::Delivered, Status::Suppressed],
             "resend",
-            approval,
+            action,
             now,
         )
         .await
     }
 
-    async fn purge_delivered(&self, cutoff: DateTime<Utc>) -> Result<u64, OutboxError> {
-        let client = self.client("purging delivered rows").await?;
-        client
+    async fn purge_delivered(
+        &self,
+        older_than: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<u64, OutboxError> {
+        let mut client = self.client("purging delivered rows").await?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(sql("purging delivered rows"))?;
+        // Held until commit: no row can be delivered with a longer max age meanwhile.
+        tx.execute(
+            "LOCK TABLE replaysafe_outbox IN SHARE ROW EXCLUSIVE MODE",
+            &[],
+        )
+        .await
+        .map_err(sql("purging delivered rows"))?;
+        let longest: Option<i64> = tx
+            .query_one(
+                "SELECT MAX(max_age_ms + clock_skew_ms) FROM replaysafe_outbox WHERE status = 'delivered'",
+                &[],
+            )
+            .await
+            .map_err(sql("purging delivered rows"))?
+            .get(0);
+        let cutoff = purge_cutoff(older_than, longest, now)?;
+        let purged = tx
             .execute(
                 "DELETE FROM replaysafe_outbox WHERE status = 'delivered' AND delivered_at_ms < $1",
                 &[&millis(cutoff)],
             )
             .await
-            .map_err(sql("purging delivered rows"))
+            .map_err(sql("purging delivered rows"))?;
+        tx.commit().await.map_err(sql("purging delivered rows"))?;
+        Ok(purged)
     }
 
     async fn counters(&self) -> Result<StoreCounters, OutboxError> {

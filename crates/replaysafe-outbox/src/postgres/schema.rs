@@ -5,13 +5,13 @@ use tokio_postgres::{Client, GenericClient};
 use crate::OutboxError;
 
 /// The newest schema version this crate knows (the same numbering as SQLite's).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The advisory lock that serializes migrations: many workers may start at once.
 const MIGRATION_LOCK: i64 = 0x7265_706c_6179_7366; // "replaysf"
 
 /// Migration `n` brings the schema from version `n - 1` to `n`.
-const MIGRATIONS: [&str; 1] = [V1];
+const MIGRATIONS: [&str; 2] = [V1, crate::sqlite::schema::V2];
 
 const V1: &str = "
 CREATE TABLE replaysafe_outbox (
@@ -105,6 +105,26 @@ pub async fn schema_version(client: &impl GenericClient) -> Result<i64, OutboxEr
         .await
         .map_err(sql("reading the outbox schema version"))?;
     Ok(row.map_or(0, |row| row.get(0)))
+}
+
+/// Checks, without changing anything, that the database holds the outbox at the schema
+/// version this crate reads: [`OutboxError::NoOutbox`] (naming `database`) when there is
+/// none, [`OutboxError::SchemaTooOld`] or [`OutboxError::SchemaTooNew`] otherwise.
+pub async fn check_schema(client: &impl GenericClient, database: &str) -> Result<(), OutboxError> {
+    match schema_version(client).await? {
+        0 => Err(OutboxError::NoOutbox {
+            database: database.to_owned(),
+        }),
+        SCHEMA_VERSION => Ok(()),
+        found if found > SCHEMA_VERSION => Err(OutboxError::SchemaTooNew {
+            found,
+            supported: SCHEMA_VERSION,
+        }),
+        found => Err(OutboxError::SchemaTooOld {
+            found,
+            supported: SCHEMA_VERSION,
+        }),
+    }
 }
 
 /// Creates or migrates the outbox tables, in one transaction under an advisory lock, so

@@ -7,7 +7,7 @@
 //! [`tokio::task::block_in_place`] (the thread's other tasks move to another thread
 //! meanwhile), on a current-thread runtime it runs on the blocking pool.
 
-mod schema;
+pub(crate) mod schema;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -21,12 +21,12 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehav
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use schema::{SCHEMA_VERSION, migrate, schema_version};
+pub use schema::{SCHEMA_VERSION, check_schema, migrate, schema_version};
 
 use crate::row::{RowContext, StagedRow, from_millis, millis, prepare};
 use crate::store::{
-    Approval, ClaimRequest, ClaimedRow, Completion, CompletionResult, OutboxStore, RowSummary,
-    StatusCount, StoreCounters,
+    ClaimRequest, ClaimedRow, Completion, CompletionResult, OperatorAction, OutboxStore,
+    RowSummary, StatusCount, StoreCounters, purge_cutoff,
 };
 use crate::{OutboxError, Route, SourceVersion, Staged, Status};
 
@@ -69,14 +69,14 @@ pub const STAGE_SQL: &str = "INSERT INTO replaysafe_outbox (
     idempotency_key, route, pipeline, effect_kind, message_type, target,
     window_start, window_end, run_id, run_kind, replay_flag, backfill_id,
     logical_date, run_interval_start, run_interval_end, mode, conflict,
-    max_age_ms, clock_skew_ms, opt_in_reason, opt_in_approved_by, opt_in_expires_at,
+    max_age_ms, clock_skew_ms, opt_in,
     effect, payload_sha256, payload_bytes, summary, source_version, status, reasons,
     next_attempt_at_ms, staged_at_ms, updated_at_ms)
 VALUES (
     :idempotency_key, :route, :pipeline, :effect_kind, :message_type, :target,
     :window_start, :window_end, :run_id, :run_kind, :replay_flag, :backfill_id,
     :logical_date, :run_interval_start, :run_interval_end, :mode, :conflict,
-    :max_age_ms, :clock_skew_ms, :opt_in_reason, :opt_in_approved_by, :opt_in_expires_at,
+    :max_age_ms, :clock_skew_ms, :opt_in,
     :effect, :payload_sha256, :payload_bytes, :summary, :source_version, :status, :reasons,
     :now_ms, :now_ms, :now_ms)
 ON CONFLICT (idempotency_key) DO UPDATE SET
@@ -103,9 +103,7 @@ ON CONFLICT (idempotency_key) DO UPDATE SET
     conflict = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.conflict ELSE conflict END,
     max_age_ms = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.max_age_ms ELSE max_age_ms END,
     clock_skew_ms = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.clock_skew_ms ELSE clock_skew_ms END,
-    opt_in_reason = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in_reason ELSE opt_in_reason END,
-    opt_in_approved_by = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in_approved_by ELSE opt_in_approved_by END,
-    opt_in_expires_at = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in_expires_at ELSE opt_in_expires_at END
+    opt_in = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in ELSE opt_in END
 WHERE excluded.source_version >= source_version
   AND (excluded.source_version > source_version
     OR excluded.effect <> effect
@@ -183,9 +181,7 @@ fn upsert(tx: &Transaction<'_>, row: &StagedRow) -> Result<bool, OutboxError> {
                 cx.conflict,
                 cx.max_age_ms,
                 cx.clock_skew_ms,
-                cx.opt_in_reason,
-                cx.opt_in_approved_by,
-                cx.opt_in_expires_at,
+                cx.opt_in,
                 row.effect,
                 row.payload_sha256,
                 row.payload_bytes,
@@ -229,6 +225,54 @@ impl SqliteOutbox {
         })
     }
 
+    /// Opens the database at `path` read-only, for operators' commands that only read
+    /// (`status`, `list`): it creates no file, no table and no write-ahead log setting,
+    /// and migrates nothing. A missing file, or a database without the outbox, is
+    /// [`OutboxError::NoOutbox`]; another schema version is
+    /// [`OutboxError::SchemaTooOld`] or [`OutboxError::SchemaTooNew`].
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self, OutboxError> {
+        let path = path.as_ref();
+        let shown = format!("sqlite:{}", path.display());
+        if !path.is_file() {
+            return Err(OutboxError::NoOutbox { database: shown });
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(sql("opening the outbox database read-only"))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(sql("setting the busy timeout"))?;
+        check_schema(&conn, &shown)?;
+        Ok(SqliteOutbox {
+            conn: Arc::new(Mutex::new(conn)),
+            path: Arc::new(path.to_owned()),
+        })
+    }
+
+    /// Opens the database at `path` for operators' commands that change rows (`retry`,
+    /// `resend`, `purge`) on an outbox that already exists: it creates no file and no
+    /// table, and migrates nothing. Errors as for [`SqliteOutbox::open_read_only`].
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Self, OutboxError> {
+        let path = path.as_ref();
+        let shown = format!("sqlite:{}", path.display());
+        if !path.is_file() {
+            return Err(OutboxError::NoOutbox { database: shown });
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(sql("opening the outbox database"))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(sql("setting the busy timeout"))?;
+        check_schema(&conn, &shown)?;
+        Ok(SqliteOutbox {
+            conn: Arc::new(Mutex::new(conn)),
+            path: Arc::new(path.to_owned()),
+        })
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -260,8 +304,8 @@ fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
 
 const CLAIM_COLUMNS: &str = "idempotency_key, route, effect_kind, pipeline, run_id, run_kind, \
     replay_flag, backfill_id, window_start, window_end, logical_date, run_interval_start, \
-    run_interval_end, mode, conflict, max_age_ms, clock_skew_ms, opt_in_reason, \
-    opt_in_approved_by, opt_in_expires_at, effect, payload_sha256, attempts";
+    run_interval_end, mode, conflict, max_age_ms, clock_skew_ms, opt_in, effect, \
+    payload_sha256, attempts, message_type, target, summary, payload_bytes";
 
 fn claimed_row(row: &Row<'_>, token: &str) -> rusqlite::Result<ClaimedRow> {
     Ok(ClaimedRow {
@@ -283,13 +327,15 @@ fn claimed_row(row: &Row<'_>, token: &str) -> rusqlite::Result<ClaimedRow> {
             conflict: row.get(14)?,
             max_age_ms: row.get(15)?,
             clock_skew_ms: row.get(16)?,
-            opt_in_reason: row.get(17)?,
-            opt_in_approved_by: row.get(18)?,
-            opt_in_expires_at: row.get(19)?,
+            opt_in: row.get(17)?,
         },
-        effect: row.get(20)?,
-        payload_sha256: row.get(21)?,
-        attempts: row.get(22)?,
+        effect: row.get(18)?,
+        payload_sha256: row.get(19)?,
+        attempts: row.get(20)?,
+        message_type: row.get(21)?,
+        target: row.get(22)?,
+        summary: row.get(23)?,
+        payload_bytes: row.get(24)?,
         claim_token: token.to_owned(),
     })
 }
@@ -417,6 +463,12 @@ fn complete(
     Ok(CompletionResult::Stale)
 }
 
+/// The columns of [`RowSummary`], in [`summary_row`]'s order.
+const SUMMARY_COLUMNS: &str = "idempotency_key, route, pipeline, effect_kind, message_type, \
+    target, window_start, window_end, status, reasons, attempts, last_error, \
+    changed_after_delivery, run_id, run_kind, backfill_id, payload_sha256, payload_bytes, \
+    summary, opt_in IS NOT NULL";
+
 fn summary_row(row: &Row<'_>) -> rusqlite::Result<(RowSummary, String)> {
     let status: String = row.get(8)?;
     Ok((
@@ -434,43 +486,73 @@ fn summary_row(row: &Row<'_>) -> rusqlite::Result<(RowSummary, String)> {
             attempts: row.get(10)?,
             last_error: row.get(11)?,
             changed_after_delivery: row.get(12)?,
+            run_id: row.get(13)?,
+            run_kind: row.get(14)?,
+            backfill_id: row.get(15)?,
+            payload_sha256: row.get(16)?,
+            payload_bytes: u64::try_from(row.get::<_, i64>(17)?).unwrap_or(0),
+            summary: row.get(18)?,
+            has_opt_in: row.get(19)?,
         },
         status,
     ))
 }
 
+/// Runs a query of [`SUMMARY_COLUMNS`] and parses each row's status.
+fn summaries(
+    conn: &Connection,
+    query: &str,
+    params: impl rusqlite::Params,
+    operation: &'static str,
+) -> Result<Vec<RowSummary>, OutboxError> {
+    let mut statement = conn.prepare(query).map_err(sql(operation))?;
+    let rows = statement
+        .query_map(params, summary_row)
+        .map_err(sql(operation))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(sql(operation))?;
+    rows.into_iter()
+        .map(|(mut summary, status)| {
+            summary.status = status.parse()?;
+            Ok(summary)
+        })
+        .collect()
+}
+
 fn audit(
     tx: &Transaction<'_>,
     key: &str,
-    action: &str,
-    approval: &Approval,
+    action_word: &str,
+    action: &OperatorAction,
     now: i64,
 ) -> Result<(), OutboxError> {
     tx.execute(
-        "INSERT INTO replaysafe_outbox_audit (at_ms, idempotency_key, action, reason, approved_by, expires_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO replaysafe_outbox_audit (at_ms, idempotency_key, action, reason, approved_by, expires_at, opt_in) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         rusqlite::params![
             now,
             key,
-            action,
-            approval.reason,
-            approval.approved_by,
-            replaysafe_core::rfc3339(approval.expires_at)
+            action_word,
+            action.reason,
+            action.by,
+            action.expires_text(),
+            action.document,
         ],
     )
     .map_err(sql("recording an audit entry"))?;
     Ok(())
 }
 
-/// Puts rows of `from` statuses back to pending with `approval` as their opt-in.
+/// Puts rows of `from` statuses back to pending, with the action's approval document as
+/// their opt-in when it has one; returns them as they now stand.
 fn reopen(
     conn: &mut Connection,
     keys: Option<&[String]>,
     from: &[Status],
-    action: &str,
-    approval: &Approval,
+    action_word: &str,
+    action: &OperatorAction,
     now: i64,
-) -> Result<u64, OutboxError> {
+) -> Result<Vec<RowSummary>, OutboxError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sql("starting an operator action"))?;
@@ -490,7 +572,7 @@ fn reopen(
                     .query_row(&query, [key], |r| r.get(0))
                     .optional()
                     .map_err(sql("selecting rows"))?;
-                found.extend(hit);
+                found.extend(hit.filter(|hit| !found.contains(hit)));
             }
             found
         }
@@ -506,19 +588,22 @@ fn reopen(
                 .map_err(sql("selecting rows"))?
         }
     };
-    let expires = replaysafe_core::rfc3339(approval.expires_at);
+    let mut reopened = Vec::with_capacity(selected.len());
+    let query =
+        format!("SELECT {SUMMARY_COLUMNS} FROM replaysafe_outbox WHERE idempotency_key = ?1");
     for key in &selected {
         tx.execute(
             "UPDATE replaysafe_outbox SET status = 'pending', attempts = 0, next_attempt_at_ms = ?2, \
-             opt_in_reason = ?3, opt_in_approved_by = ?4, opt_in_expires_at = ?5, updated_at_ms = ?2 \
+             opt_in = COALESCE(?3, opt_in), claim_token = NULL, lease_until_ms = NULL, updated_at_ms = ?2 \
              WHERE idempotency_key = ?1",
-            rusqlite::params![key, now, approval.reason, approval.approved_by, expires],
+            rusqlite::params![key, now, action.document],
         )
         .map_err(sql("reopening a row"))?;
-        audit(&tx, key, action, approval, now)?;
+        audit(&tx, key, action_word, action, now)?;
+        reopened.extend(summaries(&tx, &query, [key], "reading a reopened row")?);
     }
     tx.commit().map_err(sql("committing an operator action"))?;
-    Ok(selected.len() as u64)
+    Ok(reopened)
 }
 
 #[async_trait]
@@ -634,24 +719,65 @@ impl OutboxStore for SqliteOutbox {
 
     async fn list(&self, status: Status, limit: u32) -> Result<Vec<RowSummary>, OutboxError> {
         self.run("listing rows", move |conn| {
-            let mut statement = conn
-                .prepare(
-                    "SELECT idempotency_key, route, pipeline, effect_kind, message_type, target, \
-                     window_start, window_end, status, reasons, attempts, last_error, changed_after_delivery \
-                     FROM replaysafe_outbox WHERE status = ?1 ORDER BY staged_at_ms LIMIT ?2",
-                )
-                .map_err(sql("listing rows"))?;
-            let rows = statement
-                .query_map(rusqlite::params![status.as_str(), limit], summary_row)
-                .map_err(sql("listing rows"))?
+            summaries(
+                conn,
+                &format!(
+                    "SELECT {SUMMARY_COLUMNS} FROM replaysafe_outbox WHERE status = ?1 ORDER BY staged_at_ms LIMIT ?2"
+                ),
+                rusqlite::params![status.as_str(), limit],
+                "listing rows",
+            )
+        })
+        .await
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<RowSummary>, OutboxError> {
+        let key = key.to_owned();
+        self.run("reading a row", move |conn| {
+            Ok(summaries(
+                conn,
+                &format!(
+                    "SELECT {SUMMARY_COLUMNS} FROM replaysafe_outbox WHERE idempotency_key = ?1"
+                ),
+                [key],
+                "reading a row",
+            )?
+            .pop())
+        })
+        .await
+    }
+
+    async fn peek_due(
+        &self,
+        routes: &[String],
+        after: Option<&str>,
+        limit: u32,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<ClaimedRow>, OutboxError> {
+        if routes.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let routes = routes.to_vec();
+        let after = after.unwrap_or_default().to_owned();
+        self.run("looking at due rows", move |conn| {
+            let query = format!(
+                "SELECT {CLAIM_COLUMNS} FROM replaysafe_outbox \
+                 WHERE ((status = 'pending' AND next_attempt_at_ms <= ?1) \
+                    OR (status = 'claimed' AND lease_until_ms <= ?1)) \
+                   AND idempotency_key > ?2 AND route IN ({}) \
+                 ORDER BY idempotency_key LIMIT ?3",
+                route_list(routes.len(), 4)
+            );
+            let now = millis(now);
+            let limit = i64::from(limit);
+            let mut params: Vec<&dyn rusqlite::ToSql> = vec![&now, &after, &limit];
+            params.extend(routes.iter().map(|r| r as &dyn rusqlite::ToSql));
+            let mut statement = conn.prepare(&query).map_err(sql("looking at due rows"))?;
+            statement
+                .query_map(params.as_slice(), |row| claimed_row(row, ""))
+                .map_err(sql("looking at due rows"))?
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(sql("listing rows"))?;
-            rows.into_iter()
-                .map(|(mut summary, status)| {
-                    summary.status = status.parse()?;
-                    Ok(summary)
-                })
-                .collect()
+                .map_err(sql("looking at due rows"))
         })
         .await
     }
@@ -659,18 +785,18 @@ impl OutboxStore for SqliteOutbox {
     async fn retry_dead(
         &self,
         keys: Option<&[String]>,
-        approval: &Approval,
+        action: &OperatorAction,
         now: DateTime<Utc>,
-    ) -> Result<u64, OutboxError> {
+    ) -> Result<Vec<RowSummary>, OutboxError> {
         let keys = keys.map(<[String]>::to_vec);
-        let approval = approval.clone();
+        let action = action.clone();
         self.run("retrying dead rows", move |conn| {
             reopen(
                 conn,
                 keys.as_deref(),
                 &[Status::Dead],
                 "retry",
-                &approval,
+                &action,
                 millis(now),
             )
         })
@@ -680,32 +806,48 @@ impl OutboxStore for SqliteOutbox {
     async fn resend(
         &self,
         keys: &[String],
-        approval: &Approval,
+        action: &OperatorAction,
         now: DateTime<Utc>,
-    ) -> Result<u64, OutboxError> {
+    ) -> Result<Vec<RowSummary>, OutboxError> {
         let keys = keys.to_vec();
-        let approval = approval.clone();
+        let action = action.clone();
         self.run("resending rows", move |conn| {
             reopen(
                 conn,
                 Some(&keys),
                 &[Status::Delivered, Status::Suppressed],
                 "resend",
-                &approval,
+                &action,
                 millis(now),
             )
         })
         .await
     }
 
-    async fn purge_delivered(&self, cutoff: DateTime<Utc>) -> Result<u64, OutboxError> {
+    async fn purge_delivered(
+        &self,
+        older_than: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<u64, OutboxError> {
         self.run("purging delivered rows", move |conn| {
-            let purged = conn
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql("purging delivered rows"))?;
+            let longest: Option<i64> = tx
+                .query_row(
+                    "SELECT MAX(max_age_ms + clock_skew_ms) FROM replaysafe_outbox WHERE status = 'delivered'",
+                    [],
+                    |r| r.get(0),
+                )
+                .map_err(sql("purging delivered rows"))?;
+            let cutoff = purge_cutoff(older_than, longest, now)?;
+            let purged = tx
                 .execute(
                     "DELETE FROM replaysafe_outbox WHERE status = 'delivered' AND delivered_at_ms < ?1",
                     [millis(cutoff)],
                 )
                 .map_err(sql("purging delivered rows"))?;
+            tx.commit().map_err(sql("purging delivered rows"))?;
             Ok(purged as u64)
         })
         .await

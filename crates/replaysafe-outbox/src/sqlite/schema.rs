@@ -5,10 +5,22 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use crate::OutboxError;
 
 /// The newest schema version this crate knows.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Migration `n` brings the schema from version `n - 1` to `n`.
-const MIGRATIONS: [&str; 1] = [V1];
+const MIGRATIONS: [&str; 2] = [V1, V2];
+
+/// Version 2: a row's opt-in is the whole approval document, in one column, checked again
+/// at delivery; the free-text opt-in columns of version 1 lifted the gate unchecked and
+/// are gone (a row that carried one is decided on its own context, so a replay's or stale
+/// row is suppressed). The audit table records the approval document an operator gave.
+pub(crate) const V2: &str = "
+ALTER TABLE replaysafe_outbox ADD COLUMN opt_in TEXT;
+ALTER TABLE replaysafe_outbox DROP COLUMN opt_in_reason;
+ALTER TABLE replaysafe_outbox DROP COLUMN opt_in_approved_by;
+ALTER TABLE replaysafe_outbox DROP COLUMN opt_in_expires_at;
+ALTER TABLE replaysafe_outbox_audit ADD COLUMN opt_in TEXT;
+";
 
 const V1: &str = "
 CREATE TABLE replaysafe_outbox (
@@ -96,6 +108,26 @@ pub fn schema_version(conn: &Connection) -> Result<i64, OutboxError> {
     Ok(version.unwrap_or(0))
 }
 
+/// Checks, without changing anything, that `conn`'s database holds the outbox at the
+/// schema version this crate reads: [`OutboxError::NoOutbox`] (naming `database`) when
+/// there is none, [`OutboxError::SchemaTooOld`] or [`OutboxError::SchemaTooNew`] otherwise.
+pub fn check_schema(conn: &Connection, database: &str) -> Result<(), OutboxError> {
+    match schema_version(conn)? {
+        0 => Err(OutboxError::NoOutbox {
+            database: database.to_owned(),
+        }),
+        SCHEMA_VERSION => Ok(()),
+        found if found > SCHEMA_VERSION => Err(OutboxError::SchemaTooNew {
+            found,
+            supported: SCHEMA_VERSION,
+        }),
+        found => Err(OutboxError::SchemaTooOld {
+            found,
+            supported: SCHEMA_VERSION,
+        }),
+    }
+}
+
 /// Creates or migrates the outbox tables in `conn`'s database, in one transaction.
 ///
 /// A database whose schema is newer than [`SCHEMA_VERSION`] is refused with
@@ -127,4 +159,41 @@ pub fn migrate(conn: &mut Connection) -> Result<(), OutboxError> {
     )
     .map_err(sql("recording the outbox schema version"))?;
     tx.commit().map_err(sql("committing the outbox migration"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_1_migrates_and_its_free_text_opt_ins_are_gone() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(V1).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE replaysafe_outbox_schema (version INTEGER NOT NULL);
+             INSERT INTO replaysafe_outbox_schema VALUES (1);
+             INSERT INTO replaysafe_outbox (idempotency_key, route, pipeline, effect_kind, message_type,
+                 target, window_start, window_end, run_id, run_kind, max_age_ms, opt_in_reason,
+                 opt_in_approved_by, opt_in_expires_at, effect, payload_sha256, payload_bytes, status,
+                 next_attempt_at_ms, staged_at_ms, updated_at_ms)
+             VALUES ('k', 'r', 'p', 'webhook', 'm', 't', '2026-07-05T00:00:00Z', '2026-07-06T00:00:00Z',
+                 'backfill__x', 'backfill', 21600000, 'trust me', 'mallory', '2099-01-01T00:00:00Z',
+                 '{}', 'ab', 2, 'pending', 0, 0, 0);",
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        assert_eq!(schema_version(&conn).unwrap(), SCHEMA_VERSION);
+        let opt_in: Option<String> = conn
+            .query_row("SELECT opt_in FROM replaysafe_outbox", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(opt_in, None, "free text never becomes an approval document");
+        assert!(
+            conn.query_row("SELECT opt_in_reason FROM replaysafe_outbox", [], |r| {
+                r.get::<_, Option<String>>(0)
+            })
+            .is_err(),
+            "the free-text columns are gone"
+        );
+        check_schema(&conn, "memory").unwrap();
+    }
 }

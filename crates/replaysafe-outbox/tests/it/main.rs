@@ -5,4 +5,5 @@ mod postgres;
 mod receiver;
 mod staging;
 mod support;
+mod trust;
 mod worker;

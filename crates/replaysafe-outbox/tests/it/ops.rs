@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use chrono::TimeDelta;
-use replaysafe_outbox::{Approval, OutboxStore, Status, StatusCount};
+use replaysafe_outbox::{OperatorAction, OutboxError, OutboxStore, Status, StatusCount};
 use replaysafe_test::{TestError, contexts};
 
 use crate::support::{Fixture, Note};
@@ -55,19 +55,15 @@ async fn counts_list_retry_and_purge() {
         Some("permanent test failure")
     );
 
-    let approval = Approval::new(
-        "partner fixed their endpoint",
-        "jane@ops",
-        contexts::now() + TimeDelta::hours(1),
-    )
-    .unwrap();
-    assert_eq!(
-        store
-            .retry_dead(None, &approval, contexts::now())
-            .await
-            .unwrap(),
-        1
-    );
+    let action = OperatorAction::new("partner fixed their endpoint", "jane@ops").unwrap();
+    let retried = store
+        .retry_dead(None, &action, contexts::now())
+        .await
+        .unwrap();
+    assert_eq!(retried.len(), 1);
+    assert_eq!(retried[0].key, failed_key);
+    assert_eq!(retried[0].status, Status::Pending);
+    assert_eq!(retried[0].run_kind, "scheduled");
     assert_eq!(
         store
             .oldest_pending_age(contexts::now() + TimeDelta::seconds(5))
@@ -86,14 +82,36 @@ async fn counts_list_retry_and_purge() {
         .unwrap();
     assert_eq!(audited, 1);
 
+    // A purged key could be staged again and sent twice: not sooner than the longest
+    // max age (6 h) plus clock skew of the delivered rows.
+    let hour = Duration::from_secs(3600);
+    let too_soon = store
+        .purge_delivered(6 * hour, contexts::now() + TimeDelta::days(30))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            too_soon,
+            OutboxError::Invalid {
+                field: "older_than",
+                ..
+            }
+        ),
+        "{too_soon}"
+    );
+    assert_eq!(fx.row_count(), 3, "a refused purge deletes nothing");
+    let week = 7 * 24 * hour;
     assert_eq!(
-        store.purge_delivered(contexts::now()).await.unwrap(),
+        store
+            .purge_delivered(week, contexts::now() + TimeDelta::days(7))
+            .await
+            .unwrap(),
         0,
-        "delivered at now, not before"
+        "delivered exactly a week before, not more"
     );
     assert_eq!(
         store
-            .purge_delivered(contexts::now() + TimeDelta::seconds(1))
+            .purge_delivered(week, contexts::now() + TimeDelta::days(8))
             .await
             .unwrap(),
         2
@@ -102,12 +120,35 @@ async fn counts_list_retry_and_purge() {
 }
 
 #[test]
-fn an_approval_needs_a_reason_and_an_approver() {
-    let reason = Approval::new(" ", "jane", contexts::now()).unwrap_err();
+fn an_operator_action_needs_a_reason_and_an_operator() {
+    let reason = OperatorAction::new(" ", "jane").unwrap_err();
     assert_eq!(reason.to_string(), "invalid reason: must not be empty");
-    let approver = Approval::new("why", "", contexts::now()).unwrap_err();
+    let approver = OperatorAction::new("why", "").unwrap_err();
     assert_eq!(
         approver.to_string(),
         "invalid approved_by: must not be empty"
+    );
+    let control = OperatorAction::new("why\u{1b}[2J", "jane").unwrap_err();
+    assert!(control.to_string().contains("control"), "{control}");
+}
+
+#[test]
+fn an_operator_action_stores_only_a_whole_approval_document() {
+    let unscoped = replaysafe_core::OptIn::new("why", "jane", contexts::now())
+        .unwrap()
+        .for_kind(replaysafe_core::EffectKind::Webhook);
+    let error = OperatorAction::new("why", "jane")
+        .unwrap()
+        .with_opt_in(unscoped)
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            OutboxError::Invalid {
+                field: "opt_in",
+                ..
+            }
+        ),
+        "{error}"
     );
 }

@@ -14,7 +14,7 @@ use replaysafe_core::{
 use replaysafe_outbox::postgres::{self, PostgresOutbox};
 use replaysafe_outbox::tokio_postgres::{self, NoTls};
 use replaysafe_outbox::{
-    Approval, ClaimRequest, Completion, CompletionResult, OutboxError, OutboxStore, Route,
+    ClaimRequest, Completion, CompletionResult, OperatorAction, OutboxError, OutboxStore, Route,
     SourceVersion, Staged, Status, Worker, WorkerBuilder,
 };
 use replaysafe_test::{TestError, contexts};
@@ -448,30 +448,44 @@ async fn operations_count_list_retry_resend_and_purge_with_audit() {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].key, dead.key);
 
-    let approval = Approval::new(
+    let approval = replaysafe_core::OptIn::new(
         "partner fixed their endpoint",
         "jane@ops",
         contexts::now() + TimeDelta::hours(1),
     )
-    .unwrap();
-    assert_eq!(
-        store
-            .retry_dead(None, &approval, contexts::now())
-            .await
-            .unwrap(),
-        1
-    );
+    .unwrap()
+    .for_kind(replaysafe_core::EffectKind::Webhook)
+    .for_pipeline("daily_orders")
+    .for_run_ids("*");
+    let action = OperatorAction::new("partner fixed their endpoint", "jane@ops")
+        .unwrap()
+        .with_opt_in(approval)
+        .unwrap();
+    let retried = store
+        .retry_dead(None, &action, contexts::now())
+        .await
+        .unwrap();
+    assert_eq!(retried.len(), 1);
+    assert_eq!(retried[0].key, dead.key);
+    assert_eq!(retried[0].status, Status::Pending);
+    assert!(retried[0].has_opt_in);
     assert_eq!(
         store
             .resend(
                 std::slice::from_ref(&delivered.key),
-                &approval,
+                &action,
                 contexts::now()
             )
             .await
-            .unwrap(),
+            .unwrap()
+            .len(),
         1
     );
+    assert_eq!(
+        store.get(&delivered.key).await.unwrap().unwrap().status,
+        Status::Pending
+    );
+    assert!(store.get("no such key").await.unwrap().is_none());
     let conn = fx.outbox.pool().get().await.unwrap();
     let audit: Vec<(String, String, String)> = conn
         .query(
@@ -492,24 +506,38 @@ async fn operations_count_list_retry_resend_and_purge_with_audit() {
     );
     let stats = worker.drain().await.unwrap();
     assert_eq!(stats.delivered, 3);
-    assert_eq!(
-        fx.text(&delivered.key, "opt_in_approved_by")
+    assert!(
+        fx.text(&delivered.key, "opt_in")
             .await
-            .as_deref(),
-        Some("jane@ops"),
-        "the resend's approval is the row's opt-in"
+            .is_some_and(|document| document.contains("replaysafe-opt-in/1")),
+        "the resend's approval document is the row's opt-in"
     );
 
+    let week = Duration::from_secs(7 * 24 * 3600);
+    let too_soon = store
+        .purge_delivered(
+            Duration::from_secs(3600),
+            contexts::now() + TimeDelta::days(30),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        too_soon,
+        OutboxError::Invalid {
+            field: "older_than",
+            ..
+        }
+    ));
     assert_eq!(
         store
-            .purge_delivered(contexts::now() - TimeDelta::minutes(1))
+            .purge_delivered(week, contexts::now() + TimeDelta::days(6))
             .await
             .unwrap(),
         0
     );
     assert_eq!(
         store
-            .purge_delivered(contexts::now() + TimeDelta::minutes(1))
+            .purge_delivered(week, contexts::now() + TimeDelta::days(8))
             .await
             .unwrap(),
         3
@@ -522,7 +550,10 @@ async fn a_newer_schema_is_refused_and_migrating_twice_changes_nothing() {
     // A second connect migrates nothing.
     PostgresOutbox::connect(&fx.url).await.unwrap();
     let conn = fx.outbox.pool().get().await.unwrap();
-    assert_eq!(postgres::schema_version(&**conn).await.unwrap(), 1);
+    assert_eq!(
+        postgres::schema_version(&**conn).await.unwrap(),
+        postgres::SCHEMA_VERSION
+    );
     conn.execute("UPDATE replaysafe_outbox_schema SET version = 99", &[])
         .await
         .unwrap();
@@ -532,7 +563,7 @@ async fn a_newer_schema_is_refused_and_migrating_twice_changes_nothing() {
             error,
             OutboxError::SchemaTooNew {
                 found: 99,
-                supported: 1
+                supported: postgres::SCHEMA_VERSION
             }
         ),
         "{error}"

@@ -233,15 +233,16 @@ fn an_opt_in_at_staging_makes_a_replay_row_pending_and_is_stored_with_it() {
         contexts::now() + TimeDelta::hours(1),
     )
     .unwrap()
-    .for_kind(EffectKind::Webhook);
-    let cx = fx.backfill().with_opt_in(opt_in);
+    .for_kind(EffectKind::Webhook)
+    .for_pipeline("daily_orders")
+    .for_backfill("bf-test");
+    let cx = fx.backfill().with_opt_in(opt_in.clone());
     let staged = fx.stage(&cx, &Note::new("daily_total", "41"));
     assert_eq!(staged.status, Status::Pending);
     assert!(staged.reasons.contains(&"opt_in".to_owned()));
-    assert_eq!(
-        fx.column::<String>(&staged.key, "opt_in_approved_by"),
-        "jane@ops"
-    );
+    // The whole approval document, which reads back as the same opt-in.
+    let document: String = fx.column(&staged.key, "opt_in");
+    assert_eq!(OptIn::from_file_json(&document).unwrap(), opt_in);
 }
 
 #[test]

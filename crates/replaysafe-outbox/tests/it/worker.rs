@@ -6,7 +6,7 @@ use chrono::TimeDelta;
 use replaysafe_core::journal::JournalDecision;
 use replaysafe_core::{EffectKind, OptIn, RetryPolicy};
 use replaysafe_outbox::{
-    Approval, ClaimRequest, Completion, CompletionResult, OutboxStore, Status,
+    ClaimRequest, Completion, CompletionResult, OperatorAction, OutboxStore, Status,
 };
 use replaysafe_test::{TestError, contexts};
 
@@ -94,7 +94,9 @@ async fn an_opt_in_that_expired_before_delivery_enables_nothing() {
         contexts::now() + TimeDelta::hours(1),
     )
     .unwrap()
-    .for_kind(EffectKind::Webhook);
+    .for_kind(EffectKind::Webhook)
+    .for_pipeline("daily_orders")
+    .for_backfill("bf-test");
     let staged = fx.stage(
         &fx.backfill().with_opt_in(opt_in),
         &Note::new("daily_total", "41"),
@@ -119,16 +121,50 @@ async fn an_unexpired_opt_in_delivers_a_replay_row_and_the_journal_carries_it() 
         contexts::now() + TimeDelta::hours(1),
     )
     .unwrap()
-    .for_kind(EffectKind::Webhook);
-    fx.stage(
+    .for_kind(EffectKind::Webhook)
+    .for_pipeline("daily_orders")
+    .for_backfill("bf-test");
+    let staged = fx.stage(
         &fx.backfill().with_opt_in(opt_in),
         &Note::new("daily_total", "41"),
     );
+    // The row holds the whole approval document, not free text.
+    let document: String = fx.column(&staged.key, "opt_in");
+    assert!(document.contains("replaysafe-opt-in/1"), "{document}");
     let stats = fx.worker().build().unwrap().drain().await.unwrap();
     assert_eq!(stats.delivered, 1);
     let delivered = fx.journal.records().pop().unwrap();
     assert_eq!(delivered.decision, JournalDecision::Delivered);
-    assert_eq!(delivered.opt_in.unwrap().approved_by, "jane@ops");
+    let opt_in = delivered.opt_in.unwrap();
+    assert_eq!(opt_in.approved_by, "jane@ops");
+    assert_eq!(opt_in.pipeline.as_deref(), Some("daily_orders"));
+    assert_eq!(opt_in.backfill_id.as_deref(), Some("bf-test"));
+    assert_eq!(opt_in.kinds, ["webhook"]);
+}
+
+#[tokio::test]
+async fn an_opt_in_without_a_file_form_cannot_be_staged() {
+    let fx = Fixture::new();
+    let unscoped = OptIn::new(
+        "partner lost July",
+        "jane@ops",
+        contexts::now() + TimeDelta::hours(1),
+    )
+    .unwrap()
+    .for_kind(EffectKind::Webhook);
+    let mut conn = fx.connection();
+    let tx = conn.transaction().unwrap();
+    let error = replaysafe_outbox::sqlite::stage(
+        &tx,
+        &fx.backfill().with_opt_in(unscoped),
+        &fx.route,
+        &Note::new("daily_total", "41"),
+    )
+    .unwrap_err();
+    let text = replaysafe_core::error_chain(&error);
+    assert!(text.contains("whole approval document"), "{text}");
+    drop(tx);
+    assert_eq!(fx.row_count(), 0);
 }
 
 #[tokio::test]
@@ -232,6 +268,21 @@ async fn an_expired_lease_is_reclaimed_and_delivered() {
         0
     );
     assert_eq!(fx.client.received().len(), 1);
+    // The journal numbers the delivery as the row does: the second attempt.
+    assert_eq!(fx.column::<i64>(abandoned[0].key(), "attempts"), 2);
+    let attempts: Vec<(JournalDecision, u32)> = fx
+        .journal
+        .records()
+        .iter()
+        .map(|r| (r.decision, r.attempt))
+        .collect();
+    assert_eq!(
+        attempts,
+        [
+            (JournalDecision::Attempting, 2),
+            (JournalDecision::Delivered, 2)
+        ]
+    );
 }
 
 #[tokio::test]
@@ -349,23 +400,15 @@ async fn a_delivered_row_is_not_sent_again_and_a_changed_payload_says_so() {
     assert_eq!(worker.drain().await.unwrap().claimed, 0);
     assert_eq!(fx.client.received().len(), 1);
 
-    // An audited resend sends the corrected payload, once.
-    let approval = Approval::new(
-        "totals corrected",
-        "jane@ops",
-        contexts::now() + TimeDelta::days(1),
-    )
-    .unwrap();
+    // An audited resend sends the corrected payload, once: a current row needs no approval.
+    let action = OperatorAction::new("totals corrected", "jane@ops").unwrap();
     let store = fx.store();
     assert_eq!(
         store
-            .resend(
-                std::slice::from_ref(&staged.key),
-                &approval,
-                contexts::now()
-            )
+            .resend(std::slice::from_ref(&staged.key), &action, contexts::now())
             .await
-            .unwrap(),
+            .unwrap()
+            .len(),
         1
     );
     assert_eq!(worker.drain().await.unwrap().delivered, 1);
@@ -385,46 +428,65 @@ async fn a_delivered_row_is_not_sent_again_and_a_changed_payload_says_so() {
 }
 
 #[tokio::test]
-async fn a_resend_of_a_stale_row_is_delivered_under_its_approval_until_it_expires() {
+async fn a_resend_of_a_replay_row_takes_an_approval_document_not_free_text() {
     let fx = Fixture::new();
     let staged = fx.stage(&fx.backfill(), &Note::new("daily_total", "41"));
     let store = fx.store();
-    let approval = Approval::new(
+    let worker = fx.worker().build().unwrap();
+
+    // Free text lifts nothing: the worker decides on the row's own context again.
+    let free_text = OperatorAction::new("partner lost July", "jane@ops").unwrap();
+    let reopened = store
+        .resend(
+            std::slice::from_ref(&staged.key),
+            &free_text,
+            contexts::now(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(reopened.len(), 1);
+    assert!(!reopened[0].has_opt_in);
+    assert_eq!(worker.drain().await.unwrap().suppressed, 1);
+    assert!(fx.client.received().is_empty());
+    assert!(
+        fx.column::<String>(&staged.key, "reasons")
+            .contains("replay_run")
+    );
+
+    // An approval document does, until it expires.
+    let approval = OptIn::new(
         "partner lost July",
         "jane@ops",
         contexts::now() + TimeDelta::hours(1),
     )
-    .unwrap();
-    assert_eq!(
-        store
-            .resend(
-                std::slice::from_ref(&staged.key),
-                &approval,
-                contexts::now()
-            )
-            .await
-            .unwrap(),
-        1
-    );
-    let worker = fx.worker().build().unwrap();
+    .unwrap()
+    .for_kind(EffectKind::Webhook)
+    .for_pipeline("daily_orders")
+    .for_backfill("bf-test");
+    let approved = OperatorAction::new("partner lost July", "jane@ops")
+        .unwrap()
+        .with_opt_in(approval)
+        .unwrap();
+    store
+        .resend(
+            std::slice::from_ref(&staged.key),
+            &approved,
+            contexts::now(),
+        )
+        .await
+        .unwrap();
     assert_eq!(worker.drain().await.unwrap().delivered, 1);
-    assert_eq!(
-        fx.journal
-            .records()
-            .last()
-            .unwrap()
-            .opt_in
-            .as_ref()
-            .unwrap()
-            .reason,
-        "partner lost July"
-    );
+    let delivered = fx.journal.records().pop().unwrap();
+    assert_eq!(delivered.decision, JournalDecision::Delivered);
+    let opt_in = delivered.opt_in.unwrap();
+    assert_eq!(opt_in.reason, "partner lost July");
+    assert_eq!(opt_in.backfill_id.as_deref(), Some("bf-test"));
 
     // The same resend after its expiry enables nothing.
     store
         .resend(
             std::slice::from_ref(&staged.key),
-            &approval,
+            &approved,
             contexts::now(),
         )
         .await
@@ -432,6 +494,19 @@ async fn a_resend_of_a_stale_row_is_delivered_under_its_approval_until_it_expire
     fx.clock.advance(TimeDelta::hours(2));
     assert_eq!(worker.drain().await.unwrap().suppressed, 1);
     assert_eq!(fx.client.received().len(), 1);
+    assert!(
+        fx.column::<String>(&staged.key, "reasons")
+            .contains("opt_in_expired")
+    );
+    let audited: i64 = fx
+        .connection()
+        .query_row(
+            "SELECT COUNT(*) FROM replaysafe_outbox_audit WHERE action = 'resend' AND opt_in IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(audited, 2);
 }
 
 #[tokio::test]
@@ -549,6 +624,31 @@ async fn an_undecodable_effect_dead_letters_without_quoting_it() {
         error,
         "decoding the effect for route partner_webhook: JSON of the wrong shape at line 1 column 58"
     );
+    assert_failed_record(&fx, &staged.key, "undecodable_effect");
+}
+
+/// The last journal record is a `failed` one for `key`, with `reason`: a row dead-lettered
+/// before any attempt is seen by `report --fail-on failed`.
+fn assert_failed_record(fx: &Fixture, key: &str, reason: &str) {
+    let record = fx.journal.records().pop().expect("a journal record");
+    assert_eq!(record.decision, JournalDecision::Failed);
+    assert_eq!(record.effect.idempotency_key, key);
+    assert_eq!(record.reasons, [reason]);
+    assert_eq!(record.pipeline, "daily_orders");
+    assert!(record.error.is_some());
+}
+
+#[tokio::test]
+async fn a_row_with_an_unreadable_context_is_dead_lettered_and_journaled() {
+    let fx = Fixture::new();
+    let staged = fx.stage(&fx.live(), &Note::new("daily_total", "42"));
+    fx.connection()
+        .execute("UPDATE replaysafe_outbox SET window_end = 'yesterday'", [])
+        .unwrap();
+    let stats = fx.worker().build().unwrap().drain().await.unwrap();
+    assert_eq!(stats.dead, 1);
+    assert!(fx.client.received().is_empty());
+    assert_failed_record(&fx, &staged.key, "unreadable_row");
 }
 
 #[tokio::test]
@@ -567,4 +667,5 @@ async fn a_row_whose_key_its_route_no_longer_derives_is_dead_lettered_not_sent()
     assert!(fx.client.received().is_empty());
     let error: String = fx.column(&staged.key, "last_error");
     assert!(error.contains("not the row's"), "{error}");
+    assert_failed_record(&fx, &staged.key, "key_mismatch");
 }
