@@ -108,9 +108,38 @@ pub(crate) enum Attempt {
     Refused { reason: &'static str, error: String },
 }
 
+/// The journal reasons of rows refused before any attempt (`docs/reference/journal.md`).
+pub(crate) const REFUSALS: [&str; 5] = [
+    "unknown_route",
+    "unreadable_row",
+    "undecodable_effect",
+    "invalid_effect",
+    "key_mismatch",
+];
+
 impl Attempt {
     pub(crate) fn refused(reason: &'static str, error: String) -> Self {
+        debug_assert!(REFUSALS.contains(&reason), "{reason}");
         Attempt::Refused { reason, error }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_journal_reason_of_the_outbox_is_documented() {
+        let docs = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/reference/journal.md"
+        ))
+        .unwrap();
+        let commands = [
+            crate::OperatorCommand::Retry.reason(),
+            crate::OperatorCommand::Resend.reason(),
+        ];
+        for reason in super::REFUSALS.iter().chain(&commands) {
+            assert!(docs.contains(&format!("| `{reason}` |")), "{reason}");
+        }
     }
 }
 
