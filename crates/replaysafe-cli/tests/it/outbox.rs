@@ -401,3 +401,90 @@ fn a_database_url_shows_without_its_password_on_every_error() {
         assert!(!String::from_utf8_lossy(&output.stdout).contains(CANARY));
     }
 }
+
+#[test]
+fn a_read_only_database_user_can_run_status_and_list_and_nothing_is_created() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let admin = replaysafe_test::services::require("REPLAYSAFE_TEST_POSTGRES_URL");
+    let base = admin.rsplit_once('/').unwrap().0.to_owned();
+    let suffix = format!("{:016x}", fastrand::u64(..));
+    let (with_outbox, without_outbox, reader) = (
+        format!("ro_{suffix}"),
+        format!("empty_{suffix}"),
+        format!("reader_{suffix}"),
+    );
+    let reader_password = format!("pw-{suffix}");
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&admin, NoTls).await.unwrap();
+        tokio::spawn(connection);
+        for statement in [
+            format!("CREATE DATABASE {with_outbox}"),
+            format!("CREATE DATABASE {without_outbox}"),
+            format!("CREATE ROLE {reader} LOGIN PASSWORD '{reader_password}'"),
+        ] {
+            client.batch_execute(&statement).await.unwrap();
+        }
+        PostgresOutbox::connect(&format!("{base}/{with_outbox}"))
+            .await
+            .unwrap();
+        let (owner, connection) = tokio_postgres::connect(&format!("{base}/{with_outbox}"), NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        owner
+            .batch_execute(&format!(
+                "GRANT USAGE ON SCHEMA public TO {reader};
+                 GRANT SELECT ON ALL TABLES IN SCHEMA public TO {reader};"
+            ))
+            .await
+            .unwrap();
+    });
+    let (scheme_host, _) = split_password(&admin);
+    let host = scheme_host
+        .split_once('@')
+        .unwrap()
+        .1
+        .rsplit_once('/')
+        .unwrap()
+        .0;
+    let as_reader = |database: &str| format!("postgres://{reader}@{host}/{database}");
+
+    temp_env_password(&reader_password, || {
+        let status = json(&as_reader(&with_outbox), &["status", "--format", "json"]);
+        assert_eq!(status["by_status"]["pending"], Value::from(0));
+        json(
+            &as_reader(&with_outbox),
+            &["list", "--status", "dead", "--format", "json"],
+        );
+        // A database without the outbox: said so, and nothing is created in it.
+        let said = outbox(&as_reader(&without_outbox), &["status"])
+            .code(2)
+            .get_output()
+            .stderr
+            .clone();
+        assert!(
+            String::from_utf8_lossy(&said).contains("holds no outbox"),
+            "{}",
+            String::from_utf8_lossy(&said)
+        );
+    });
+    runtime.block_on(async {
+        let (client, connection) =
+            tokio_postgres::connect(&format!("{base}/{without_outbox}"), NoTls)
+                .await
+                .unwrap();
+        tokio::spawn(connection);
+        let tables: i64 = client
+            .query_one(
+                "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(tables, 0);
+    });
+}
