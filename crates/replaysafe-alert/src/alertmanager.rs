@@ -185,8 +185,8 @@ impl EffectClient for AlertmanagerClient {
         let call = Call {
             action: &action,
             endpoint: &alerts,
-            shown: alerts.target(),
-            detail: true,
+            target_as_journaled: alerts.target(),
+            quote_error_body: true,
         };
         drain(self.http.send(call, request).await?).await;
         Ok(())
@@ -358,8 +358,8 @@ impl AlertmanagerApi {
         let call = Call {
             action: &action,
             endpoint: &endpoint,
-            shown: self.shown(),
-            detail: true,
+            target_as_journaled: self.shown(),
+            quote_error_body: true,
         };
         let response = self.http.send(call, request).await?;
         response
@@ -438,8 +438,8 @@ impl AlertmanagerApi {
         let call = Call {
             action: &action,
             endpoint: &silences,
-            shown: self.shown(),
-            detail: true,
+            target_as_journaled: self.shown(),
+            quote_error_body: true,
         };
         let request = self.http.request(Method::POST, &silences).json(&body);
         let response = self.http.send(call, request).await?;
@@ -503,8 +503,8 @@ impl BackfillSilence {
         let call = Call {
             action: &action,
             endpoint: &silence,
-            shown: self.api.shown(),
-            detail: true,
+            target_as_journaled: self.api.shown(),
+            quote_error_body: true,
         };
         let request = self.api.http.request(Method::DELETE, &silence);
         drain(self.api.http.send(call, request).await?).await;

@@ -199,8 +199,8 @@ impl EffectClient for PagerDutyClient {
         let call = Call {
             action: &action,
             endpoint: &self.enqueue,
-            shown: self.enqueue.target(),
-            detail: false,
+            target_as_journaled: self.enqueue.target(),
+            quote_error_body: false,
         };
         let request = self.http.request(Method::POST, &self.enqueue).json(&event);
         let response = self.http.send(call, request).await?;

@@ -201,8 +201,8 @@ impl EffectClient for SlackClient {
         let call = Call {
             action: &action,
             endpoint: &self.url,
-            shown: &target,
-            detail: false,
+            target_as_journaled: &target,
+            quote_error_body: false,
         };
         let request = self
             .http

@@ -218,13 +218,14 @@ impl fmt::Debug for HttpClient {
 pub struct Call<'a> {
     /// What is being done, for messages: `sending webhook to`.
     pub action: &'a str,
-    /// Where to: the request's URL has this endpoint's host.
+    /// Where the request goes: [`HttpClient::send`] refuses a request built for another
+    /// scheme, host, port or path (a query may be added).
     pub endpoint: &'a Endpoint,
     /// The target as the journal shows it (after the redaction policy), for messages.
-    pub shown: &'a str,
+    pub target_as_journaled: &'a str,
     /// Whether an error answer's body (200 characters at most, control characters
     /// blanked) goes into the message; never for receivers that might echo a secret.
-    pub detail: bool,
+    pub quote_error_body: bool,
 }
 
 impl HttpClient {
@@ -249,27 +250,44 @@ impl HttpClient {
         &self.ssrf
     }
 
-    /// Makes one attempt: checks the SSRF policy (for a host written as an IP literal;
-    /// the resolver checks names), sends, and returns a 2xx answer; any other answer, or
-    /// none, is a classified [`Error`] saying what `call` was doing.
+    /// Makes one attempt: builds `request`, checks that it goes to `call`'s endpoint
+    /// (scheme, host, port and path; a query may be added) and that the SSRF policy lets
+    /// its URL through (for a host written as an IP literal; the resolver checks names),
+    /// sends exactly that request, and returns a 2xx answer; any other answer, or none, is
+    /// a classified [`Error`] saying what `call` was doing. The URL checked is the URL
+    /// sent: one value crosses the boundary.
     pub async fn send(
         &self,
         call: Call<'_>,
         request: reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, Error> {
+        let shown = call.target_as_journaled;
+        let request = request
+            .build()
+            .map_err(|error| Error::transport(call.action, shown, error))?;
+        if !same_resource(request.url(), call.endpoint.url()) {
+            return Err(Error::config(
+                "request",
+                format!(
+                    "{} {shown}: the request was built for another URL than its endpoint",
+                    call.action
+                ),
+            ));
+        }
         self.ssrf
-            .check_url(call.endpoint.url())
-            .map_err(|refusal| Error::refused(call.action, call.shown, refusal))?;
-        let response = request
-            .send()
+            .check_url(request.url())
+            .map_err(|refusal| Error::refused(call.action, shown, refusal))?;
+        let response = self
+            .client
+            .execute(request)
             .await
-            .map_err(|error| Error::transport(call.action, call.shown, error))?;
+            .map_err(|error| Error::transport(call.action, shown, error))?;
         let status = response.status();
         let class = classify_status(status, response.headers());
         if class == ResponseClass::Success {
             return Ok(response);
         }
-        let detail = if call.detail {
+        let detail = if call.quote_error_body {
             let body = read_limited(response).await;
             let text: String = String::from_utf8_lossy(&body)
                 .trim()
@@ -284,12 +302,22 @@ impl HttpClient {
         };
         Err(Error::from_status(
             call.action,
-            call.shown,
+            shown,
             status.as_u16(),
             class,
             detail,
         ))
     }
+}
+
+/// Whether `sent` is `endpoint` with, at most, a query added.
+fn same_resource(sent: &url::Url, endpoint: &url::Url) -> bool {
+    sent.scheme() == endpoint.scheme()
+        && sent.host() == endpoint.host()
+        && sent.port_or_known_default() == endpoint.port_or_known_default()
+        && sent.path() == endpoint.path()
+        && sent.username() == endpoint.username()
+        && sent.password() == endpoint.password()
 }
 
 /// Reads and drops up to 64 KiB of an answer's body, so its connection can be reused.
@@ -311,6 +339,38 @@ async fn read_limited(mut response: reqwest::Response) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_request_built_for_another_url_than_its_endpoint_is_refused_unsent() {
+        // Nothing listens on port 9: a request that went out would fail to connect.
+        let endpoint = Endpoint::parse("url", "http://127.0.0.1:9/hooks").unwrap();
+        let client = HttpClient::builder("t")
+            .ssrf_policy(SsrfPolicy::default().allow("127.0.0.1").unwrap())
+            .build()
+            .unwrap();
+        let call = || Call {
+            action: "sending to",
+            endpoint: &endpoint,
+            target_as_journaled: "http://127.0.0.1:9/hooks",
+            quote_error_body: false,
+        };
+        for other in [
+            "http://127.0.0.1:9/other",
+            "http://169.254.169.254:9/hooks",
+            "https://127.0.0.1:9/hooks",
+            "http://127.0.0.1:10/hooks",
+        ] {
+            let request = client.client.post(other);
+            let error = client.send(call(), request).await.unwrap_err();
+            assert_eq!(error.field(), Some("request"), "{other}: {error}");
+        }
+        // The endpoint itself, with a query added, is what it is for.
+        let request = client
+            .request(reqwest::Method::GET, &endpoint)
+            .query(&[("a", "1")]);
+        let error = client.send(call(), request).await.unwrap_err();
+        assert_ne!(error.field(), Some("request"), "{error}");
+    }
 
     #[test]
     fn reserved_and_malformed_headers_are_refused() {

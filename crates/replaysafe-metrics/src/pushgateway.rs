@@ -365,8 +365,8 @@ impl EffectClient for PushgatewayClient {
         let call = Call {
             action: &action,
             endpoint: &group,
-            shown: &shown,
-            detail: false,
+            target_as_journaled: &shown,
+            quote_error_body: false,
         };
         drain(self.http.send(call, request).await?).await;
         Ok(())

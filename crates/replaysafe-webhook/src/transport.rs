@@ -203,8 +203,8 @@ impl Transport {
         let call = Call {
             action,
             endpoint,
-            shown: &shown,
-            detail: false,
+            target_as_journaled: &shown,
+            quote_error_body: false,
         };
         self.client.send(call, request).await
     }
