@@ -5,11 +5,8 @@
 //! checked like any other when it is described: an `only` past the last recipient, or a
 //! per-recipient email without one that has several recipients, is invalid, never a panic.
 
-use std::sync::{Arc, OnceLock};
-
-use crate::email::{
-    Attachment, Content, Email, EmailCopy, Fanout, Mailbox, MailboxInput, Recipients,
-};
+use crate::content::{Attachment, Content, Fanout, Mailbox, MailboxInput};
+use crate::email::{Email, EmailCopy, Recipients};
 
 /// The serialized form of a [`Mailbox`]: its text, or a display name and an address.
 #[derive(Clone, serde::Serialize, serde::Deserialize)]
@@ -124,30 +121,27 @@ impl From<Email> for EmailData {
 impl From<EmailData> for Email {
     fn from(data: EmailData) -> Self {
         let list = |mailboxes: Vec<MailboxData>| mailboxes.into_iter().map(Mailbox::from).collect();
-        Email {
-            content: Arc::new(Content {
-                message_type: data.message_type,
-                from: data.from.map(Mailbox::from),
-                to: list(data.to),
-                cc: list(data.cc),
-                bcc: list(data.bcc),
-                reply_to: list(data.reply_to),
-                subject: data.subject,
-                text: data.text,
-                html: data.html,
-                attachments: data
-                    .attachments
-                    .into_iter()
-                    .map(|a| Attachment::new(a.filename, a.content_type, a.content_base64))
-                    .collect(),
-                fanout: if data.one_message {
-                    Fanout::OneMessage
-                } else {
-                    Fanout::PerRecipient
-                },
-                validated: OnceLock::new(),
-            }),
-        }
+        Email::from_content(Content {
+            message_type: data.message_type,
+            from: data.from.map(Mailbox::from),
+            to: list(data.to),
+            cc: list(data.cc),
+            bcc: list(data.bcc),
+            reply_to: list(data.reply_to),
+            subject: data.subject,
+            text: data.text,
+            html: data.html,
+            attachments: data
+                .attachments
+                .into_iter()
+                .map(|a| Attachment::new(a.filename, a.content_type, a.content_base64))
+                .collect(),
+            fanout: if data.one_message {
+                Fanout::OneMessage
+            } else {
+                Fanout::PerRecipient
+            },
+        })
     }
 }
 

@@ -3,7 +3,7 @@
 use replaysafe_core::PayloadDigest;
 use sha2::{Digest, Sha256};
 
-use crate::email::Content;
+use crate::content::Content;
 
 /// Domain separation prefix of the body digest.
 const DIGEST_DOMAIN: &[u8] = b"replaysafe.email.body.v1";

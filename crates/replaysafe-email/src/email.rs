@@ -1,134 +1,15 @@
 //! The model: an email as an author builds it, and the copies it is sent as.
 //!
-//! Checking lives in `validate.rs`, the journal digest in `digest.rs`, the lettre
-//! message in `message.rs`.
+//! Its content is `content.rs`; checking lives in `validate.rs`, the journal digest in
+//! `digest.rs`, the lettre message in `message.rs`. Modules depend one way:
+//! `content` ← `digest` ← `validate` ← `email` ← `message`.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
+use crate::content::{Attachment, Content, Fanout, Mailbox};
 use crate::error::{Error, Invalid};
 use crate::validate::{Validated, validate};
-
-/// How many effects one email makes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Fanout {
-    /// One effect per recipient (the default): each address in to, cc and bcc gets its
-    /// own copy, with its own envelope, idempotency key and `Message-ID`; the headers
-    /// still show every to and cc address. The key covers (recipient, window, message
-    /// type), so a replay that was opted in for one recipient reaches only that one.
-    #[default]
-    PerRecipient,
-    /// One message to every recipient at once; the key covers the recipient set (the
-    /// target is the sorted, comma-joined list of addresses).
-    OneMessage,
-}
-
-/// A sender or recipient: `"ana@shop.example"`, `"Ana Lima <ana@shop.example>"`, or
-/// [`Mailbox::named`]. Nothing is checked until the email is described.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Mailbox(pub(crate) MailboxInput);
-
-#[derive(Clone, PartialEq, Eq)]
-pub(crate) enum MailboxInput {
-    Text(String),
-    Named { name: String, address: String },
-}
-
-impl Mailbox {
-    /// A mailbox with a display name.
-    pub fn named(name: impl Into<String>, address: impl Into<String>) -> Self {
-        Mailbox(MailboxInput::Named {
-            name: name.into(),
-            address: address.into(),
-        })
-    }
-}
-
-impl From<&str> for Mailbox {
-    fn from(text: &str) -> Self {
-        Mailbox(MailboxInput::Text(text.to_owned()))
-    }
-}
-
-impl From<String> for Mailbox {
-    fn from(text: String) -> Self {
-        Mailbox(MailboxInput::Text(text))
-    }
-}
-
-impl From<&String> for Mailbox {
-    fn from(text: &String) -> Self {
-        Mailbox(MailboxInput::Text(text.clone()))
-    }
-}
-
-impl fmt::Debug for Mailbox {
-    /// Addresses are personal data: Debug shows only the domain.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let text = match &self.0 {
-            MailboxInput::Text(text) => text,
-            MailboxInput::Named { address, .. } => address,
-        };
-        let domain = text
-            .rsplit_once('@')
-            .map_or("?", |(_, domain)| domain.trim_end_matches('>'));
-        write!(f, "Mailbox(*@{})", domain.escape_debug())
-    }
-}
-
-/// A file attached to an email; a CSV summary is the common case.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Attachment {
-    pub(crate) filename: String,
-    pub(crate) content_type: String,
-    pub(crate) content: Vec<u8>,
-}
-
-impl Attachment {
-    /// An attachment with a MIME content type such as `application/pdf`.
-    pub fn new(
-        filename: impl Into<String>,
-        content_type: impl Into<String>,
-        content: impl Into<Vec<u8>>,
-    ) -> Self {
-        Attachment {
-            filename: filename.into(),
-            content_type: content_type.into(),
-            content: content.into(),
-        }
-    }
-
-    /// A CSV attachment (`text/csv; charset=utf-8`).
-    pub fn csv(filename: impl Into<String>, content: impl Into<Vec<u8>>) -> Self {
-        Attachment::new(filename, "text/csv; charset=utf-8", content)
-    }
-
-    /// The file name.
-    pub fn filename(&self) -> &str {
-        &self.filename
-    }
-
-    /// The content type as given.
-    pub fn content_type(&self) -> &str {
-        &self.content_type
-    }
-
-    /// The content.
-    pub fn content(&self) -> &[u8] {
-        &self.content
-    }
-}
-
-impl fmt::Debug for Attachment {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Attachment")
-            .field("filename", &self.filename)
-            .field("content_type", &self.content_type)
-            .field("bytes", &self.content.len())
-            .finish()
-    }
-}
 
 /// An email to send through a guarded [`crate::EmailClient`].
 ///
@@ -150,6 +31,8 @@ impl fmt::Debug for Attachment {
 #[serde(into = "crate::data::EmailData", from = "crate::data::EmailData")]
 pub struct Email {
     pub(crate) content: Arc<Content>,
+    /// The checked content, computed once and shared by every clone and copy.
+    validated: Arc<OnceLock<Result<Arc<Validated>, Invalid>>>,
 }
 
 /// One copy of an [`Email`], the effect a guarded [`crate::EmailClient`] sends: for one
@@ -172,21 +55,6 @@ pub(crate) enum Recipients {
     One(usize),
     /// Every recipient, in one message.
     All,
-}
-
-pub(crate) struct Content {
-    pub(crate) message_type: String,
-    pub(crate) from: Option<Mailbox>,
-    pub(crate) to: Vec<Mailbox>,
-    pub(crate) cc: Vec<Mailbox>,
-    pub(crate) bcc: Vec<Mailbox>,
-    pub(crate) reply_to: Vec<Mailbox>,
-    pub(crate) subject: String,
-    pub(crate) text: String,
-    pub(crate) html: Option<String>,
-    pub(crate) attachments: Vec<Attachment>,
-    pub(crate) fanout: Fanout,
-    pub(crate) validated: OnceLock<Result<Arc<Validated>, Invalid>>,
 }
 
 impl fmt::Debug for Email {
@@ -214,15 +82,6 @@ pub struct EmailBuilder {
     content: Content,
 }
 
-impl fmt::Debug for Content {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Content")
-            .field("message_type", &self.message_type)
-            .field("subject", &self.subject)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Email {
     /// Starts an email of `message_type` (such as `daily_summary`): part of the
     /// idempotency key, with the recipient and the window.
@@ -240,7 +99,6 @@ impl Email {
                 html: None,
                 attachments: Vec::new(),
                 fanout: Fanout::default(),
-                validated: OnceLock::new(),
             },
         }
     }
@@ -281,14 +139,21 @@ impl Email {
         })
     }
 
+    /// An email of `content`, not checked yet.
+    pub(crate) fn from_content(content: Content) -> Self {
+        Email {
+            content: Arc::new(content),
+            validated: Arc::new(OnceLock::new()),
+        }
+    }
+
     pub(crate) fn content(&self) -> &Content {
         &self.content
     }
 
     /// The checked content, computed once and shared by every effect of this email.
     pub(crate) fn validated(&self) -> Result<Arc<Validated>, Error> {
-        self.content
-            .validated
+        self.validated
             .get_or_init(|| validate(&self.content).map(Arc::new))
             .clone()
             .map_err(Error::from)
@@ -364,9 +229,7 @@ impl EmailBuilder {
 
     /// The email. Nothing is checked here: the client's `describe` checks everything.
     pub fn build(self) -> Email {
-        Email {
-            content: Arc::new(self.content),
-        }
+        Email::from_content(self.content)
     }
 }
 

@@ -121,6 +121,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod client;
+mod content;
 mod data;
 mod digest;
 mod email;
@@ -130,6 +131,7 @@ mod message;
 mod validate;
 
 pub use client::{EmailClient, EmailReceipt, FolderClientBuilder, SmtpClientBuilder, TlsMode};
-pub use email::{Attachment, Email, EmailBuilder, EmailCopy, Fanout, Mailbox};
+pub use content::{Attachment, Fanout, Mailbox};
+pub use email::{Email, EmailBuilder, EmailCopy};
 pub use error::Error;
 pub use ext::{EmailGuardExt, EmailOutcomes};

@@ -4,8 +4,8 @@ use lettre::Address;
 use lettre::message::header::ContentType;
 use replaysafe_core::{IdempotencyKey, PayloadDigest};
 
+use crate::content::{Content, Mailbox, MailboxInput};
 use crate::digest::body_digest;
-use crate::email::{Content, Mailbox, MailboxInput};
 use crate::error::Invalid;
 
 /// An email whose every field was checked.
