@@ -81,8 +81,8 @@ impl<'a> Delivery<'a> {
 ///   `Err` means a real delivery was attempted and failed; suppression never reaches it.
 /// - Errors carry no secret in `Display` or `Debug`: they are journaled and logged.
 ///
-/// `async-trait` is used so that `dyn EffectClient` works (the outbox needs it); see
-/// `docs/adr/0001-async-trait.md`.
+/// `async-trait` keeps the trait `dyn`-compatible and its futures `Send` in one place;
+/// `docs/adr/0001-async-trait.md` says why it stays.
 #[async_trait]
 pub trait EffectClient: Send + Sync {
     /// What the caller asks to send.
