@@ -215,24 +215,24 @@ enum SendCommand {
         /// Endpoint URL.
         #[arg(long, value_parser = send::Utf8Text)]
         url: Option<String>,
-        /// Environment variable holding the whole endpoint URL (instead of --url).
-        #[arg(long, value_name = "VARIABLE", value_parser = send::Utf8Text)]
-        url_env: Option<String>,
+        /// Environment variable holding the whole endpoint URL (instead of --url): its name, [A-Za-z_][A-Za-z0-9_]*, never the URL itself.
+        #[arg(long, value_name = "VARIABLE", value_parser = send::EnvVar)]
+        url_env: Option<replaysafe_core::EnvVarName>,
         /// Event type; also the message type of the effect.
         #[arg(long, value_parser = send::Utf8Text)]
         event_type: String,
         /// JSON body, or @FILE to read it from a file.
         #[arg(long, value_parser = send::Utf8Text)]
         data: String,
-        /// A plain header, NAME:VALUE (repeatable); secrets go in --secret-header-env.
+        /// A plain header, NAME:VALUE (repeatable); Authorization, Proxy-Authorization, Cookie and API-key headers are refused here: they go in --secret-header-env.
         #[arg(long = "header", value_name = "NAME:VALUE", value_parser = send::Utf8Text)]
         headers: Vec<String>,
-        /// A header whose value is read from an environment variable, NAME=VARIABLE (repeatable).
-        #[arg(long = "secret-header-env", value_name = "NAME=VARIABLE", value_parser = send::Utf8Text)]
-        secret_headers: Vec<String>,
-        /// Environment variable holding a whsec_ signing secret.
-        #[arg(long, value_name = "VARIABLE", value_parser = send::Utf8Text)]
-        secret_env: Option<String>,
+        /// A header whose value is read from an environment variable, NAME=VARIABLE, such as Authorization=PARTNER_TOKEN (repeatable).
+        #[arg(long = "secret-header-env", value_name = "NAME=VARIABLE", value_parser = send::SecretHeaderEnv)]
+        secret_headers: Vec<(String, replaysafe_core::EnvVarName)>,
+        /// Environment variable holding a whsec_ signing secret: its name, never the secret.
+        #[arg(long, value_name = "VARIABLE", value_parser = send::EnvVar)]
+        secret_env: Option<replaysafe_core::EnvVarName>,
         /// Host, IP address or CIDR network (127.0.0.0/8, ::1/128) the SSRF guard lets through even if internal (repeatable).
         #[arg(long = "allow-host", value_name = "HOST|CIDR", value_parser = send::Utf8Text)]
         allow_hosts: Vec<String>,
@@ -256,9 +256,9 @@ enum SendCommand {
         /// Login user.
         #[arg(long, value_parser = send::Utf8Text)]
         user: Option<String>,
-        /// Environment variable holding the password.
-        #[arg(long, value_name = "VARIABLE", value_parser = send::Utf8Text)]
-        password_env: Option<String>,
+        /// Environment variable holding the password: its name, never the password.
+        #[arg(long, value_name = "VARIABLE", value_parser = send::EnvVar)]
+        password_env: Option<replaysafe_core::EnvVarName>,
         /// Extra trusted root certificate, PEM.
         #[arg(long)]
         ca_file: Option<PathBuf>,

@@ -64,6 +64,24 @@ pub enum Error {
     /// The journal could not be opened.
     #[error("opening the journal")]
     Journal(#[source] crate::journal::JournalError),
+    /// Text given where the name of an environment variable belongs (`--secret-env`, a
+    /// routes file's `secret_env`) that is not one, most likely the secret itself: the
+    /// message names the field and never repeats the text.
+    #[error("{field}: {}", crate::EnvVarName::NOT_A_NAME)]
+    NotAVariableName {
+        /// Where the text was given: a flag, a configuration field.
+        field: std::borrow::Cow<'static, str>,
+    },
+    /// An environment variable named by configuration is unset, empty or not UTF-8. The
+    /// message shows the name only when it has no lower-case letter (see
+    /// [`crate::EnvVarName`]) and never the value.
+    #[error("environment variable {variable} {problem}")]
+    Variable {
+        /// The variable.
+        variable: crate::EnvVarName,
+        /// `is not set`, `is empty` or `is not valid UTF-8`.
+        problem: &'static str,
+    },
     /// The data window read from the environment is inverted (its end is before its start).
     #[error(
         "inverted data window from {source_vars}: end {end} is before start {start}; \

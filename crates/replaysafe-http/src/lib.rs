@@ -41,7 +41,10 @@ mod error;
 mod ssrf;
 
 pub use classify::{ResponseClass, classify_status, classify_status_at, parse_retry_after};
-pub use client::{Call, DEFAULT_TIMEOUT, HttpClient, HttpClientBuilder, drain};
+pub use client::{
+    CREDENTIAL_HEADERS, Call, DEFAULT_TIMEOUT, HttpClient, HttpClientBuilder, credential_header,
+    drain,
+};
 pub use endpoint::Endpoint;
 pub use error::Error;
 pub use reqwest::Method;

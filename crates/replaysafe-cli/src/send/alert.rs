@@ -6,7 +6,7 @@ use replaysafe_alert::{
 };
 
 use super::{
-    AllowHosts, Common, Ended, Utf8Text, context_and_journal, flag_for, parse_pair,
+    AllowHosts, Common, Ended, EnvVar, Utf8Text, context_and_journal, flag_for, parse_pair,
     secret_from_env, send_one,
 };
 
@@ -21,18 +21,18 @@ pub struct AlertArgs {
     /// Alertmanager base URL (API v2).
     #[arg(long, value_name = "BASE_URL", value_parser = Utf8Text)]
     pub alertmanager: Option<String>,
-    /// Environment variable holding a PagerDuty Events v2 routing key.
-    #[arg(long, value_name = "VARIABLE", value_parser = Utf8Text)]
-    pub pagerduty_routing_key_env: Option<String>,
+    /// Environment variable holding a PagerDuty Events v2 routing key: its name, never the key.
+    #[arg(long, value_name = "VARIABLE", value_parser = EnvVar)]
+    pub pagerduty_routing_key_env: Option<replaysafe_core::EnvVarName>,
     /// PagerDuty Events API base URL (default https://events.pagerduty.com).
     #[arg(long, value_name = "BASE_URL", value_parser = Utf8Text, requires = "pagerduty_routing_key_env")]
     pub pagerduty_url: Option<String>,
     /// The name the journal shows for the routing key (default events-v2).
     #[arg(long, value_name = "LABEL", value_parser = Utf8Text, requires = "pagerduty_routing_key_env")]
     pub service: Option<String>,
-    /// Environment variable holding a Slack incoming-webhook URL (the whole URL is a secret).
-    #[arg(long, value_name = "VARIABLE", value_parser = Utf8Text)]
-    pub slack_url_env: Option<String>,
+    /// Environment variable holding a Slack incoming-webhook URL (the whole URL is a secret): its name, never the URL.
+    #[arg(long, value_name = "VARIABLE", value_parser = EnvVar)]
+    pub slack_url_env: Option<replaysafe_core::EnvVarName>,
     /// The name the journal shows for the Slack webhook, such as data-alerts.
     #[arg(long, value_name = "LABEL", value_parser = Utf8Text, requires = "slack_url_env")]
     pub channel: Option<String>,

@@ -1,0 +1,386 @@
+//! Trust at the boundaries: what an operator types or writes in a file is checked before it
+//! is believed. Secrets pasted where a variable's name belongs, credentials given inline,
+//! approvals and allow-lists that cover too much.
+
+use std::path::Path;
+
+use crate::send::{clean_command, environments};
+
+/// Runs the binary with `args` and the scheduled environment plus `env`, journaling to
+/// `journal`; returns the exit code, stdout and stderr.
+fn run(args: &[String], env: &[(&str, &str)], journal: &Path) -> (Option<i32>, String, String) {
+    let (_, context) = environments().into_iter().next().unwrap();
+    let output = clean_command()
+        .args(args)
+        .envs(context)
+        .envs(env.iter().copied())
+        .env("REPLAYSAFE_JOURNAL", journal)
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|arg| (*arg).to_owned()).collect()
+}
+
+/// Every `send` flag that names an environment variable, with the rest of a command line
+/// that would otherwise be accepted: `@VAR@` marks where the variable's name goes.
+fn env_flags(dir: &Path) -> Vec<(&'static str, Vec<String>)> {
+    let file = dir.join("drop.csv");
+    std::fs::write(&file, "id\n1\n").unwrap();
+    let known_hosts = dir.join("known_hosts");
+    std::fs::write(&known_hosts, "").unwrap();
+    let key = dir.join("id_ed25519");
+    std::fs::write(&key, "").unwrap();
+    let webhook = ["send", "webhook", "--event-type", "e", "--data", "{}"];
+    let with = |base: &[&str], extra: &[&str]| -> Vec<String> {
+        strings(base).into_iter().chain(strings(extra)).collect()
+    };
+    let sftp = [
+        "send",
+        "sftp",
+        "--host",
+        "127.0.0.1",
+        "--user",
+        "u",
+        "--known-hosts",
+        known_hosts.to_str().unwrap(),
+        "--dir",
+        "/in",
+        "--name",
+        "n.csv",
+        "--file",
+        file.to_str().unwrap(),
+    ];
+    vec![
+        (
+            "--secret-env",
+            with(
+                &webhook,
+                &["--url", "http://127.0.0.1:9/x", "--secret-env", "@VAR@"],
+            ),
+        ),
+        ("--url-env", with(&webhook, &["--url-env", "@VAR@"])),
+        (
+            "--secret-header-env",
+            with(
+                &webhook,
+                &[
+                    "--url",
+                    "http://127.0.0.1:9/x",
+                    "--secret-header-env",
+                    "Authorization=@VAR@",
+                ],
+            ),
+        ),
+        (
+            "--password-env",
+            strings(&[
+                "send",
+                "email",
+                "--smtp",
+                "smtp://127.0.0.1:9",
+                "--user",
+                "reports",
+                "--password-env",
+                "@VAR@",
+                "--from",
+                "reports@shop.example",
+                "--to",
+                "ana@shop.example",
+                "--subject",
+                "s",
+                "--body",
+                "b",
+            ]),
+        ),
+        (
+            "--passphrase-env",
+            with(
+                &sftp,
+                &["--key", key.to_str().unwrap(), "--passphrase-env", "@VAR@"],
+            ),
+        ),
+        ("--password-env", with(&sftp, &["--password-env", "@VAR@"])),
+        (
+            "--password-env",
+            strings(&[
+                "send",
+                "trigger",
+                "--airflow",
+                "http://127.0.0.1:9",
+                "--dag-id",
+                "d",
+                "--user",
+                "pipeline",
+                "--password-env",
+                "@VAR@",
+            ]),
+        ),
+        (
+            "--token-env",
+            strings(&[
+                "send",
+                "trigger",
+                "--url",
+                "http://127.0.0.1:9/t",
+                "--data",
+                "{}",
+                "--token-env",
+                "@VAR@",
+            ]),
+        ),
+        (
+            "--pagerduty-routing-key-env",
+            strings(&[
+                "send",
+                "alert",
+                "--pagerduty-routing-key-env",
+                "@VAR@",
+                "--alertname",
+                "a",
+                "--summary",
+                "s",
+            ]),
+        ),
+        (
+            "--slack-url-env",
+            strings(&["send", "alert", "--slack-url-env", "@VAR@", "--text", "t"]),
+        ),
+    ]
+}
+
+/// Secrets as people paste them: none is a variable name.
+const PASTED: [&str; 4] = [
+    "whsec_Y2FuYXJ5LXBhc3RlZA+/c2VjcmV0==",
+    "https://hooks.slack.example/services/T0/B0/canaryPasted1",
+    "canary-pasted-password-5c1e",
+    "R0ut1ng.canary.key",
+];
+
+#[test]
+fn a_secret_given_for_a_variable_name_is_refused_without_being_repeated() {
+    let dir = tempfile::tempdir().unwrap();
+    for (flag, args) in env_flags(dir.path()) {
+        for canary in PASTED {
+            let args: Vec<String> = args.iter().map(|a| a.replace("@VAR@", canary)).collect();
+            let journal = dir.path().join("pasted.jsonl");
+            let (code, stdout, stderr) = run(&args, &[], &journal);
+            assert_eq!(code, Some(2), "{flag} {canary}: {stderr}");
+            assert!(
+                stderr.contains(&format!("{flag}: not a variable name")),
+                "{flag}: {stderr}"
+            );
+            for (what, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+                assert!(
+                    !text.contains(canary),
+                    "{flag}: {what} shows the secret: {text}"
+                );
+            }
+            let journaled = std::fs::read_to_string(&journal).unwrap_or_default();
+            assert!(journaled.is_empty(), "{flag}: journaled {journaled}");
+        }
+    }
+}
+
+#[test]
+fn an_unset_variable_is_named_only_when_its_name_may_be_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    // A base64 secret without + / = is a valid name: it is refused as unset, not shown.
+    const SECRET_SHAPED: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2La";
+    for (flag, args) in env_flags(dir.path()) {
+        let journal = dir.path().join("unset.jsonl");
+        let shaped: Vec<String> = args
+            .iter()
+            .map(|a| a.replace("@VAR@", SECRET_SHAPED))
+            .collect();
+        let (code, stdout, stderr) = run(&shaped, &[], &journal);
+        assert_eq!(code, Some(2), "{flag}: {stderr}");
+        assert!(stderr.contains("is not set"), "{flag}: {stderr}");
+        assert!(
+            !stderr.contains("MfKQ9r8") && !stdout.contains("MfKQ9r8"),
+            "{flag}: {stderr}"
+        );
+        let named: Vec<String> = args
+            .iter()
+            .map(|a| a.replace("@VAR@", "REPLAYSAFE_TEST_UNSET"))
+            .collect();
+        let (code, _, stderr) = run(&named, &[], &journal);
+        assert_eq!(code, Some(2), "{flag}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{flag}: environment variable REPLAYSAFE_TEST_UNSET is not set"
+            )),
+            "{flag}: {stderr}"
+        );
+        assert!(
+            std::fs::read_to_string(&journal)
+                .unwrap_or_default()
+                .is_empty()
+        );
+    }
+}
+
+#[test]
+fn credentials_given_inline_are_refused_with_a_pointer_to_the_env_form() {
+    let dir = tempfile::tempdir().unwrap();
+    const CANARY: &str = "canary-inline-credential-9d2b";
+    for header in [
+        "Authorization",
+        "authorization",
+        "AUTHORIZATION",
+        "Proxy-Authorization",
+        " proxy-authorization",
+        "Cookie",
+        "X-Api-Key",
+    ] {
+        let args = strings(&[
+            "send",
+            "webhook",
+            "--url",
+            "http://127.0.0.1:9/x",
+            "--event-type",
+            "e",
+            "--data",
+            "{}",
+            "--header",
+            &format!("{header}: Bearer {CANARY}"),
+        ]);
+        let journal = dir.path().join("inline.jsonl");
+        let (code, stdout, stderr) = run(&args, &[], &journal);
+        let canonical = header.trim().to_ascii_lowercase();
+        assert_eq!(code, Some(2), "{header}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "--header: {canonical} carries credentials and is never given inline"
+            )) && stderr.contains(&format!("--secret-header-env {canonical}=VARIABLE")),
+            "{header}: {stderr}"
+        );
+        assert!(!stderr.contains(CANARY) && !stdout.contains(CANARY));
+        assert!(
+            std::fs::read_to_string(&journal)
+                .unwrap_or_default()
+                .is_empty()
+        );
+    }
+}
+
+/// `replaysafe outbox work` on a fresh SQLite outbox with `routes`; returns the exit code,
+/// stdout and stderr, and what the journal holds.
+fn work_with_routes(dir: &Path, routes: &serde_json::Value) -> (Option<i32>, String, String) {
+    let database = dir.join("outbox.db");
+    replaysafe_outbox::sqlite::SqliteOutbox::open(&database).unwrap();
+    let path = dir.join("routes.json");
+    std::fs::write(&path, routes.to_string()).unwrap();
+    let journal = dir.join("worker.jsonl");
+    let args = strings(&[
+        "outbox",
+        "work",
+        "--drain",
+        "--routes",
+        path.to_str().unwrap(),
+        "--database",
+        &format!("sqlite:{}", database.display()),
+    ]);
+    let (code, stdout, stderr) = run(&args, &[], &journal);
+    let journaled = std::fs::read_to_string(&journal).unwrap_or_default();
+    assert!(journaled.is_empty(), "journaled {journaled}");
+    (code, stdout, stderr)
+}
+
+#[test]
+fn a_routes_file_refuses_secrets_in_every_env_field_and_inline_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    const CANARY: &str = "canary+routes/secret=";
+    let url = "http://127.0.0.1:9/x";
+    let cases = [
+        (
+            "secret_env",
+            serde_json::json!({"kind": "webhook", "url": url, "secret_env": CANARY}),
+        ),
+        (
+            "secret_headers_env.Authorization",
+            serde_json::json!({"kind": "webhook", "url": url, "secret_headers_env": {"Authorization": CANARY}}),
+        ),
+        (
+            "token_env",
+            serde_json::json!({"kind": "trigger", "url": url, "token_env": CANARY}),
+        ),
+        (
+            "password_env",
+            serde_json::json!({"kind": "trigger", "airflow": url, "user": "u", "password_env": CANARY}),
+        ),
+        (
+            "password_env",
+            serde_json::json!({"kind": "email", "smtp": "smtp://127.0.0.1:9", "user": "u", "password_env": CANARY}),
+        ),
+        (
+            "passphrase_env",
+            serde_json::json!({"kind": "sftp", "host": "127.0.0.1", "user": "u", "key": "k", "passphrase_env": CANARY, "known_hosts": "kh", "dir": "/in"}),
+        ),
+        (
+            "routing_key_env",
+            serde_json::json!({"kind": "pagerduty", "routing_key_env": CANARY}),
+        ),
+        (
+            "url_env",
+            serde_json::json!({"kind": "slack", "url_env": CANARY}),
+        ),
+        (
+            "password_env",
+            serde_json::json!({"kind": "pushgateway", "url": url, "user": "u", "password_env": CANARY}),
+        ),
+    ];
+    for (field, route) in cases {
+        let routes = serde_json::json!({"routes": {"partner": route}});
+        let (code, stdout, stderr) = work_with_routes(dir.path(), &routes);
+        assert_eq!(code, Some(2), "{field}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "--routes: route partner: {field}: not a variable name"
+            )),
+            "{field}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("canary") && !stdout.contains("canary"),
+            "{field}: {stderr}"
+        );
+    }
+
+    for header in ["Authorization", "proxy-authorization"] {
+        let routes = serde_json::json!({"routes": {"partner": {
+            "kind": "webhook", "url": url, "headers": {"X-Team": "data", header: format!("Bearer {CANARY}")}
+        }}});
+        let (code, stdout, stderr) = work_with_routes(dir.path(), &routes);
+        let canonical = header.to_ascii_lowercase();
+        assert_eq!(code, Some(2), "{header}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "--routes: route partner: headers: {canonical} carries credentials"
+            )) && stderr.contains("secret_headers_env"),
+            "{header}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("canary") && !stdout.contains("canary"),
+            "{header}: {stderr}"
+        );
+    }
+
+    // A valid name that is not set is named (it is upper case), and nothing is journaled.
+    let routes = serde_json::json!({"routes": {"partner": {
+        "kind": "webhook", "url": url, "secret_env": "REPLAYSAFE_TEST_UNSET"
+    }}});
+    let (code, _, stderr) = work_with_routes(dir.path(), &routes);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "--routes: route partner: secret_env: environment variable REPLAYSAFE_TEST_UNSET is not set"
+        ),
+        "{stderr}"
+    );
+}
