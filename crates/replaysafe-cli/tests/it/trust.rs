@@ -384,3 +384,73 @@ fn a_routes_file_refuses_secrets_in_every_env_field_and_inline_credentials() {
         "{stderr}"
     );
 }
+
+#[test]
+fn credentials_in_a_url_query_are_sent_but_never_shown() {
+    const KEY: &str = "canary-query-key-61aa";
+    const SIGNATURE: &str = "canary-query-sig-0b9f";
+    let (address, received) = crate::send::receiver();
+    let dir = tempfile::tempdir().unwrap();
+    let url =
+        format!("http://{address}/hooks/orders?api_key={KEY}&sig={SIGNATURE}&access_token={KEY}");
+    let commands = [
+        strings(&[
+            "send",
+            "webhook",
+            "--url",
+            &url,
+            "--event-type",
+            "e",
+            "--data",
+            "{}",
+            "--allow-host",
+            "127.0.0.1",
+        ]),
+        strings(&[
+            "send",
+            "trigger",
+            "--url",
+            &url,
+            "--data",
+            "{}",
+            "--allow-host",
+            "127.0.0.1",
+        ]),
+    ];
+    for (name, context) in environments().into_iter().take(2) {
+        for args in &commands {
+            let journal = dir.path().join(format!("{name}-{}.jsonl", args[1]));
+            let before = received.lock().unwrap().len();
+            let output = clean_command()
+                .args(args)
+                .envs(context.iter().cloned())
+                .env("REPLAYSAFE_JOURNAL", &journal)
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let journaled = std::fs::read_to_string(&journal).unwrap();
+            assert_eq!(
+                output.status.code(),
+                Some(0),
+                "{name} {}: {stderr}",
+                args[1]
+            );
+            let arrived = received.lock().unwrap().len() - before;
+            let expected = if name == "scheduled" { 1 } else { 0 };
+            assert_eq!(arrived, expected, "{name} {}: {stderr}", args[1]);
+            assert!(
+                stderr.contains(&format!("to http://{address}/hooks/orders")),
+                "{name}: {stderr}"
+            );
+            assert!(!journaled.is_empty());
+            for text in [&*stdout, &*stderr, &journaled] {
+                assert!(
+                    !text.contains(KEY) && !text.contains(SIGNATURE) && !text.contains("api_key"),
+                    "{name} {}: the query shows in {text}",
+                    args[1]
+                );
+            }
+        }
+    }
+}
