@@ -52,6 +52,17 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
+    /// A secret file (an approver's key) that group or others may read or write: it is not
+    /// used until its owner alone can.
+    #[error("{what} {path} is open to group or others (mode {mode:04o}): run chmod 600 {path}")]
+    NotPrivate {
+        /// What the file is.
+        what: &'static str,
+        /// Its path.
+        path: String,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// Text that is not what it should be (an opt-in file, a key, a list of trusted
     /// approvers), where the value itself is not worth repeating or must not be.
     #[error("malformed {field}: {problem}")]

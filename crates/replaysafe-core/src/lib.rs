@@ -115,7 +115,7 @@ pub use guard::{Delivered, Guard, GuardLayer, Outcome, Preview, SendError, Suppr
 pub use journal::{
     Journal, JournalRecord, JsonlJournal, MemoryJournal, NoopJournal, TracingJournal,
 };
-pub use key::{IdempotencyKey, rfc3339};
+pub use key::{IdempotencyKey, parse_rfc3339, rfc3339};
 pub use policy::{DEFAULT_CLOCK_SKEW, Mode, OptIn, RecencyPolicy, parse_duration};
 pub use record::{EffectRecord, Step};
 pub use retry::RetryPolicy;
