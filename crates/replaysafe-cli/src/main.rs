@@ -174,9 +174,15 @@ struct ApproveArgs {
     /// Secret key (approve keygen) to sign it with.
     #[arg(long)]
     key: Option<PathBuf>,
-    /// Where to write the opt-in file.
+    /// Where to write the opt-in file (never over an existing file unless --force is given).
     #[arg(long, required = true)]
     out: Option<PathBuf>,
+    /// Replace a file already at --out.
+    #[arg(long)]
+    force: bool,
+    /// Write an approval that covers every run (a --run-id-pattern of stars only) or lasts longer than 30 days; without it such an approval is shown and refused.
+    #[arg(long)]
+    broad: bool,
     /// Start of the backfill's range, RFC 3339, to show its plan.
     #[arg(long, value_parser = parse_time, requires_all = ["end", "every"])]
     start: Option<DateTime<Utc>>,
@@ -195,12 +201,15 @@ struct ApproveArgs {
 enum ApproveCommand {
     /// Make an approver's ed25519 key pair: DIR/NAME.key (secret, mode 0600) and DIR/NAME.pub (NAME KEY).
     Keygen {
-        /// The approver's name (one word); the name journaled for approvals this key signs.
+        /// The approver's name: one plain word (no /, \, .., leading . or control characters); the name journaled for approvals this key signs.
         #[arg(long)]
         name: String,
         /// Folder to write the keys to.
         #[arg(long)]
         out: PathBuf,
+        /// Replace key files already there (the old key stops working wherever it was trusted).
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -306,9 +315,12 @@ enum SendCommand {
 }
 
 fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2026-08-05T00:00:00Z ({e})"))
+    replaysafe_core::parse_rfc3339("time", text).map_err(|e| match e {
+        replaysafe_core::Error::Invalid { problem, .. } => {
+            format!("{text:?} is not an RFC 3339 time such as 2026-08-05T00:00:00Z: {problem}")
+        }
+        other => other.to_string(),
+    })
 }
 
 fn parse_run_kind(text: &str) -> Result<RunKind, String> {
@@ -492,8 +504,8 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 fn run_approve(args: ApproveArgs) -> anyhow::Result<String> {
-    if let Some(ApproveCommand::Keygen { name, out }) = args.command {
-        return approve::keygen(&name, &out);
+    if let Some(ApproveCommand::Keygen { name, out, force }) = args.command {
+        return approve::keygen(&name, &out, force);
     }
     let now = Utc::now().trunc_subsecs(0);
     let required = |value: Option<String>, flag: &str| {
@@ -524,6 +536,8 @@ fn run_approve(args: ApproveArgs) -> anyhow::Result<String> {
         out: args
             .out
             .ok_or_else(|| anyhow::anyhow!("--out is required"))?,
+        force: args.force,
+        broad: args.broad,
         range,
         now,
     };

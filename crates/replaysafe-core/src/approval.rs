@@ -630,6 +630,12 @@ pub fn run_id_matches(pattern: &str, run_id: &str) -> bool {
     pattern[p..].iter().all(|c| *c == '*')
 }
 
+/// Whether `pattern` matches every run id, as a pattern made only of `*` does: an approval
+/// with it covers every run of its pipeline, scheduled ones included.
+pub fn matches_every_run_id(pattern: &str) -> bool {
+    !pattern.is_empty() && pattern.chars().all(|c| c == '*')
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::{TimeZone, Utc};
@@ -844,5 +850,11 @@ mod tests {
             "backfill__2026-08-01"
         ));
         assert!(!run_id_matches("a*b", "a"));
+        for every in ["*", "**", "***"] {
+            assert!(matches_every_run_id(every) && run_id_matches(every, ""));
+        }
+        for some in ["", "*_*", "backfill__*", "* "] {
+            assert!(!matches_every_run_id(some), "{some:?}");
+        }
     }
 }

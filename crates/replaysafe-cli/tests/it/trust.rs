@@ -454,3 +454,276 @@ fn credentials_in_a_url_query_are_sent_but_never_shown() {
         }
     }
 }
+
+// ---- approvals that cover too much, and the files around them
+
+/// `replaysafe approve` for webhooks of `daily_orders` with `runs` and `extra` flags,
+/// writing `out`; returns the exit code, stdout and stderr.
+fn approve(out: &Path, runs: &[&str], extra: &[&str]) -> (Option<i32>, String, String) {
+    let output = clean_command()
+        .args(["approve", "--pipeline", "daily_orders"])
+        .args(runs)
+        .args([
+            "--kind",
+            "webhook",
+            "--reason",
+            "partner lost July's events",
+        ])
+        .args(["--approved-by", "jane@ops", "--out"])
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_broad_approval_is_shown_and_refused_unless_broad_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("approval.json");
+    let in_sixty_days = replaysafe_core::rfc3339(chrono::Utc::now() + chrono::TimeDelta::days(60));
+    let backfill = ["--backfill-id", "bf-2026-07"];
+    // (runs, expiry, what stderr must name)
+    let broad: [(&[&str], &str, &str); 5] = [
+        (
+            &["--run-id-pattern", "*"],
+            "1d",
+            "--run-id-pattern \"*\" matches every run",
+        ),
+        (
+            &["--run-id-pattern", "***"],
+            "1d",
+            "--run-id-pattern \"***\" matches every run",
+        ),
+        (&backfill, "31d", "days from now, more than 30d"),
+        (&backfill, "5w", "days from now, more than 30d"),
+        (&backfill, &in_sixty_days, "days from now, more than 30d"),
+    ];
+    for (runs, expires, names) in broad {
+        let (code, stdout, stderr) = approve(&out, runs, &["--expires", expires]);
+        assert_eq!(code, Some(2), "{runs:?} {expires}: {stderr}");
+        assert!(
+            stderr.contains("this approval is broad: ")
+                && stderr.contains(names)
+                && stderr.contains("pass --broad"),
+            "{runs:?} {expires}: {stderr}"
+        );
+        // The scope is shown before the refusal.
+        assert!(
+            stderr.contains("pipeline     daily_orders") && stderr.contains("kinds        webhook"),
+            "{stderr}"
+        );
+        assert!(stdout.is_empty(), "{stdout}");
+        assert!(!out.exists(), "{runs:?} {expires}: written");
+
+        let (code, stdout, stderr) = approve(&out, runs, &["--expires", expires, "--broad"]);
+        assert_eq!(code, Some(0), "{runs:?} {expires} --broad: {stderr}");
+        assert!(
+            stdout.contains("broad ") && stdout.contains(names),
+            "{stdout}"
+        );
+        assert!(replaysafe_core::OptIn::read_file(&out).is_ok());
+        std::fs::remove_file(&out).unwrap();
+    }
+    // Narrow ones need no --broad: a backfill or a pattern with text, for 30 days at most,
+    // and as many kinds as are named one by one.
+    for (runs, expires) in [
+        (&backfill[..], "30d"),
+        (&["--run-id-pattern", "backfill__2026-07-*"][..], "720h"),
+        (&["--run-id-pattern", "*__*"][..], "1d"),
+    ] {
+        let (code, stdout, stderr) =
+            approve(&out, runs, &["--expires", expires, "--kind", "email"]);
+        assert_eq!(code, Some(0), "{runs:?} {expires}: {stderr}");
+        assert!(!stdout.contains("broad"), "{stdout}");
+        std::fs::remove_file(&out).unwrap();
+    }
+}
+
+#[test]
+fn an_expiry_beyond_the_clock_is_an_error_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("approval.json");
+    for expires in ["99999999999d", "9999999999999s", "15250000000w"] {
+        let (code, _, stderr) = approve(&out, &["--backfill-id", "bf"], &["--expires", expires]);
+        assert_eq!(code, Some(2), "{expires}: {stderr}");
+        assert!(stderr.contains("--expires: "), "{expires}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let (code, _, stderr) = approve(
+        &out,
+        &["--backfill-id", "bf"],
+        &["--expires", "2026-12-31T23:59:60Z"],
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--expires") && stderr.contains("leap second"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn approve_out_and_keygen_never_overwrite_without_force() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("approval.json");
+    std::fs::write(&out, "an earlier approval\n").unwrap();
+    let runs = ["--backfill-id", "bf-2026-07"];
+    let (code, _, stderr) = approve(&out, &runs, &["--expires", "1d"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--out: ") && stderr.contains("already exists; pass --force"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "an earlier approval\n"
+    );
+    let (code, _, stderr) = approve(&out, &runs, &["--expires", "1d", "--force"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(replaysafe_core::OptIn::read_file(&out).is_ok());
+
+    let keygen = |force: bool| {
+        let mut command = clean_command();
+        command
+            .args(["approve", "keygen", "--name", "jane", "--out"])
+            .arg(dir.path());
+        if force {
+            command.arg("--force");
+        }
+        command.output().unwrap()
+    };
+    assert_eq!(keygen(false).status.code(), Some(0));
+    let secret = dir.path().join("jane.key");
+    let public = dir.path().join("jane.pub");
+    let first = std::fs::read(&secret).unwrap();
+    // Only the public file left behind still blocks a new pair.
+    std::fs::remove_file(&secret).unwrap();
+    let again = keygen(false);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+    assert!(!secret.exists());
+    std::fs::write(&secret, &first).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let replaced = keygen(true);
+    assert_eq!(
+        replaced.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&replaced.stderr)
+    );
+    assert_ne!(std::fs::read(&secret).unwrap(), first);
+    let mode = std::fs::metadata(&secret).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "a replaced key is private again");
+    let key = replaysafe_core::ApproverKey::read_file(&secret).unwrap();
+    assert_eq!(std::fs::read_to_string(&public).unwrap(), key.public_line());
+}
+
+#[test]
+fn keygen_takes_a_plain_name_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    std::fs::create_dir(&keys).unwrap();
+    for name in [
+        "../escaped",
+        "a/b",
+        "a\\b",
+        "..",
+        ".hidden",
+        "jane..doe",
+        "ja\u{1b}ne",
+        "",
+    ] {
+        let output = clean_command()
+            .args(["approve", "keygen", "--name", name, "--out"])
+            .arg(&keys)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{name:?}: {stderr}");
+        assert!(
+            stderr.contains("--name: not a plain name"),
+            "{name:?}: {stderr}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(&keys).unwrap().count(), 0);
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "nothing beside keys/"
+    );
+}
+
+#[test]
+fn a_secret_key_open_to_others_signs_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let output = clean_command()
+        .args(["approve", "keygen", "--name", "jane", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let secret = dir.path().join("jane.key");
+    let out = dir.path().join("approval.json");
+    let key_flag = ["--key", secret.to_str().unwrap(), "--expires", "1d"];
+    for mode in [0o644, 0o640, 0o660] {
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(mode)).unwrap();
+        let (code, _, stderr) = approve(&out, &["--backfill-id", "bf"], &key_flag);
+        assert_eq!(code, Some(2), "{mode:o}: {stderr}");
+        assert!(
+            stderr.contains(&secret.display().to_string())
+                && stderr.contains(&format!("chmod 600 {}", secret.display())),
+            "{stderr}"
+        );
+        assert!(!out.exists());
+    }
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (code, _, stderr) = approve(&out, &["--backfill-id", "bf"], &key_flag);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(replaysafe_core::OptIn::read_file(&out).unwrap().is_signed());
+}
+
+#[test]
+fn trusted_approvers_set_but_blank_fails_every_command_that_reads_the_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j.jsonl");
+    for blank in ["", "  "] {
+        let (code, _, stderr) = run(
+            &strings(&["context"]),
+            &[("REPLAYSAFE_TRUSTED_APPROVERS", blank)],
+            &journal,
+        );
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(stderr.contains("REPLAYSAFE_TRUSTED_APPROVERS"), "{stderr}");
+        let (code, _, stderr) = run(
+            &strings(&[
+                "send",
+                "webhook",
+                "--url",
+                "http://127.0.0.1:9/x",
+                "--event-type",
+                "e",
+                "--data",
+                "{}",
+            ]),
+            &[("REPLAYSAFE_TRUSTED_APPROVERS", blank)],
+            &journal,
+        );
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(
+            stderr.contains("REPLAYSAFE_TRUSTED_APPROVERS") && stderr.contains("blank"),
+            "{stderr}"
+        );
+    }
+    assert!(
+        std::fs::read_to_string(&journal)
+            .unwrap_or_default()
+            .is_empty()
+    );
+}
