@@ -727,3 +727,79 @@ fn trusted_approvers_set_but_blank_fails_every_command_that_reads_the_context() 
             .is_empty()
     );
 }
+
+// ---- allow-lists that cover too much
+
+#[test]
+fn catch_all_networks_are_refused_in_allow_host_and_allow_hosts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (address, received) = crate::send::receiver();
+    let url = format!("http://{address}/hooks/orders");
+    let journal = dir.path().join("allow.jsonl");
+    let webhook = |allow: &str| {
+        strings(&[
+            "send",
+            "webhook",
+            "--url",
+            &url,
+            "--event-type",
+            "e",
+            "--data",
+            "{}",
+            "--allow-host",
+            allow,
+        ])
+    };
+    let alert = |allow: &str| {
+        strings(&[
+            "send",
+            "alert",
+            "--alertmanager",
+            &format!("http://{address}"),
+            "--alertname",
+            "a",
+            "--allow-host",
+            allow,
+        ])
+    };
+    for entry in [
+        "0.0.0.0/0",
+        "::/0",
+        "0.0.0.0/1",
+        "64.0.0.0/2",
+        "::ffff:0:0/96",
+        "fd00::/16",
+    ] {
+        for args in [webhook(entry), alert(entry)] {
+            let (code, _, stderr) = run(&args, &[], &journal);
+            assert_eq!(code, Some(2), "{entry}: {stderr}");
+            assert!(
+                stderr.contains(&format!(
+                    "--allow-host: invalid allow-list entry {entry:?}: a catch-all network"
+                )),
+                "{entry}: {stderr}"
+            );
+        }
+        let routes = serde_json::json!({"routes": {"partner": {
+            "kind": "webhook", "url": url, "allow_hosts": ["127.0.0.1", entry]
+        }}});
+        let (code, _, stderr) = work_with_routes(dir.path(), &routes);
+        assert_eq!(code, Some(2), "{entry}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "--routes: route partner: allow_hosts: invalid allow-list entry {entry:?}: a catch-all network"
+            )),
+            "{entry}: {stderr}"
+        );
+    }
+    assert_eq!(received.lock().unwrap().len(), 0, "nothing was sent");
+    assert!(
+        std::fs::read_to_string(&journal)
+            .unwrap_or_default()
+            .is_empty()
+    );
+    // The positive control: the narrowest broad-enough network still lets the send through.
+    let (code, _, stderr) = run(&webhook("127.0.0.0/8"), &[], &journal);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(received.lock().unwrap().len(), 1);
+}
