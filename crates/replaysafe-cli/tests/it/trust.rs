@@ -803,3 +803,179 @@ fn catch_all_networks_are_refused_in_allow_host_and_allow_hosts() {
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(received.lock().unwrap().len(), 1);
 }
+
+// ---- what Alertmanager users write
+
+/// An HTTP receiver on 127.0.0.1 that keeps every JSON body it is sent and answers 202.
+fn json_receiver() -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+) {
+    use axum::extract::State;
+    let bodies: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>> = Default::default();
+    let app = axum::Router::new()
+        .fallback(
+            |State(bodies): State<std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>>,
+             body: String| async move {
+                bodies
+                    .lock()
+                    .unwrap()
+                    .push(serde_json::from_str(&body).unwrap_or_default());
+                (
+                    axum::http::StatusCode::ACCEPTED,
+                    r#"{"status":"success","message":"Event processed","dedup_key":"k"}"#,
+                )
+            },
+        )
+        .with_state(bodies.clone());
+    (crate::send::serve(app), bodies)
+}
+
+#[test]
+fn a_severity_label_is_the_severity_for_alertmanager_and_pagerduty() {
+    let alertmanager = replaysafe_test::services::require("REPLAYSAFE_TEST_ALERTMANAGER_URL");
+    let api = replaysafe_alert::AlertmanagerApi::new(
+        &alertmanager,
+        replaysafe_alert::SsrfPolicy::default()
+            .allow("127.0.0.1")
+            .unwrap(),
+    )
+    .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("alerts.jsonl");
+    let unique = format!(
+        "severity_label_{}_{}",
+        std::process::id(),
+        chrono::Utc::now().timestamp_micros()
+    );
+    let alertmanager_args = |name: &str, extra: &[&str]| {
+        let mut args = strings(&[
+            "send",
+            "alert",
+            "--alertmanager",
+            &alertmanager,
+            "--alertname",
+            name,
+            "--summary",
+            "late",
+            "--label",
+            "table=orders",
+            "--allow-host",
+            "127.0.0.1",
+        ]);
+        args.extend(strings(extra));
+        args
+    };
+    // (extra flags, the severity Alertmanager must hold)
+    for (index, (extra, expected)) in [
+        (&["--label", "severity=critical"][..], "critical"),
+        (
+            &["--label", "severity=info", "--severity", "info"][..],
+            "info",
+        ),
+        (&["--severity", "warning"][..], "warning"),
+        (&[][..], "error"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = format!("{unique}_{index}");
+        let (code, _, stderr) = run(&alertmanager_args(&name, extra), &[], &journal);
+        assert_eq!(code, Some(0), "{extra:?}: {stderr}");
+        assert!(stderr.contains("replaysafe: delivered alert"), "{stderr}");
+        let held = runtime
+            .block_on(api.alerts(&[replaysafe_alert::Matcher::equal("alertname", &name)]))
+            .unwrap();
+        assert_eq!(held.len(), 1, "{extra:?}: {held:?}");
+        assert_eq!(held[0].labels["severity"], expected, "{extra:?}");
+        assert_eq!(held[0].labels["table"], "orders");
+    }
+
+    // PagerDuty: the label is the event's severity, not a custom detail.
+    let (address, bodies) = json_receiver();
+    let (code, _, stderr) = run(
+        &strings(&[
+            "send",
+            "alert",
+            "--pagerduty-routing-key-env",
+            "PD_KEY",
+            "--pagerduty-url",
+            &format!("http://{address}"),
+            "--alertname",
+            "orders_late",
+            "--summary",
+            "late",
+            "--label",
+            "severity=warning",
+            "--label",
+            "team=data",
+            "--allow-host",
+            "127.0.0.1",
+        ]),
+        &[("PD_KEY", "routing-key-for-the-test")],
+        &journal,
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let sent = bodies.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(sent["payload"]["severity"], "warning", "{sent}");
+    assert!(
+        sent["payload"]["custom_details"].get("severity").is_none(),
+        "{sent}"
+    );
+
+    // Given twice and different, it is an error naming both; a value outside the four, too.
+    let before = std::fs::read_to_string(&journal).unwrap();
+    for (extra, says) in [
+        (
+            &["--label", "severity=critical", "--severity", "info"][..],
+            "--severity info and --label severity=critical disagree",
+        ),
+        (
+            &["--label", "severity=critical", "--label", "severity=info"][..],
+            "--label: severity is given twice",
+        ),
+        (
+            &["--label", "severity=page"][..],
+            "--label: severity must be critical, error, warning or info",
+        ),
+    ] {
+        let (code, _, stderr) = run(
+            &alertmanager_args(&format!("{unique}_bad"), extra),
+            &[],
+            &journal,
+        );
+        assert_eq!(code, Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+    }
+    // A Slack message has no severity, labels or annotations: they are refused, not dropped.
+    for extra in [
+        ["--severity", "critical"],
+        ["--label", "severity=critical"],
+        ["--annotation", "a=b"],
+    ] {
+        let mut args = strings(&[
+            "send",
+            "alert",
+            "--slack-url-env",
+            "SLACK_URL",
+            "--text",
+            "t",
+        ]);
+        args.extend(strings(&extra));
+        let (code, _, stderr) = run(&args, &[("SLACK_URL", "http://127.0.0.1:9/s")], &journal);
+        assert_eq!(code, Some(2), "{extra:?}: {stderr}");
+        assert!(
+            stderr.contains("cannot be used with"),
+            "{extra:?}: {stderr}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&journal).unwrap(),
+        before,
+        "refusals journal nothing"
+    );
+}
