@@ -115,8 +115,8 @@ pub(crate) const HIDDEN_CHARS: &str =
 pub struct RunId(String);
 
 impl RunId {
-    /// A non-empty id without control characters or bidirectional overrides (see
-    /// [`is_hidden_char`]).
+    /// A non-empty id without control characters or bidirectional overrides and isolates
+    /// (U+202A to U+202E, U+2066 to U+2069), which reorder what a reviewer reads on screen.
     pub fn new(id: impl Into<String>) -> Result<Self, Error> {
         let id = id.into();
         if id.trim().is_empty() {
