@@ -96,17 +96,24 @@ pub fn broadness(request: &Request) -> Vec<String> {
 /// `--expires`: a duration from now (`2h`, `1d`) or an RFC 3339 time (not a leap second);
 /// it must lie ahead, and within what the clock can hold.
 pub fn parse_expiry(text: &str, now: DateTime<Utc>) -> anyhow::Result<DateTime<Utc>> {
-    let expires_at = match crate::duration::parse(text) {
-        Ok(duration) => now.checked_add_signed(duration).ok_or_else(|| {
+    let text = text.trim();
+    let expires_at = if DateTime::parse_from_rfc3339(text).is_ok() {
+        replaysafe_core::parse_rfc3339("--expires", text)?
+    } else {
+        let duration = crate::duration::parse(text).map_err(|problem| {
+            if problem.contains("not a duration") {
+                anyhow::anyhow!(
+                    "--expires: {text:?} is neither a duration (2h, 1d) nor an RFC 3339 time"
+                )
+            } else {
+                anyhow::anyhow!("--expires: {problem}")
+            }
+        })?;
+        now.checked_add_signed(duration).ok_or_else(|| {
             anyhow::anyhow!(
-                "--expires: {} from now is beyond the latest time the clock can hold",
-                text.trim()
+                "--expires: {text} from now is beyond the latest time the clock can hold"
             )
-        })?,
-        Err(_) if DateTime::parse_from_rfc3339(text.trim()).is_ok() => {
-            replaysafe_core::parse_rfc3339("--expires", text.trim())?
-        }
-        Err(_) => bail!("--expires: {text:?} is neither a duration (2h, 1d) nor an RFC 3339 time"),
+        })?
     };
     if expires_at <= now {
         bail!(
@@ -350,7 +357,12 @@ mod tests {
                 .to_string()
                 .contains("--expires")
         );
-        for beyond in ["99999999999d", "9999999999999s", "15250000000w"] {
+        for beyond in [
+            "99999999999d",
+            "9999999999999s",
+            "15250000000w",
+            "99999999999999999999d",
+        ] {
             let error = parse_expiry(beyond, now).unwrap_err().to_string();
             assert!(error.starts_with("--expires: "), "{beyond}: {error}");
         }

@@ -548,7 +548,12 @@ fn a_broad_approval_is_shown_and_refused_unless_broad_is_given() {
 fn an_expiry_beyond_the_clock_is_an_error_naming_the_flag() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("approval.json");
-    for expires in ["99999999999d", "9999999999999s", "15250000000w"] {
+    for expires in [
+        "99999999999d",
+        "9999999999999s",
+        "15250000000w",
+        "99999999999999999999d",
+    ] {
         let (code, _, stderr) = approve(&out, &["--backfill-id", "bf"], &["--expires", expires]);
         assert_eq!(code, Some(2), "{expires}: {stderr}");
         assert!(stderr.contains("--expires: "), "{expires}: {stderr}");
