@@ -53,23 +53,67 @@ pub struct Request {
     pub key: Option<PathBuf>,
     /// Where to write the file.
     pub out: PathBuf,
+    /// Replace a file already at `out`.
+    pub force: bool,
+    /// Write an approval that [`broadness`] finds broad.
+    pub broad: bool,
     /// The backfill to plan, when given.
     pub range: Option<Range>,
     /// Now.
     pub now: DateTime<Utc>,
 }
 
-/// `--expires`: a duration from now (`2h`, `1d`) or an RFC 3339 time; it must lie ahead.
+/// How long an approval may last before it is broad: 30 days.
+pub const LONGEST_NARROW: TimeDelta = TimeDelta::days(30);
+
+/// What makes an approval broad, in words, one item per reason; empty when it is not.
+///
+/// An approval is broad when its run-id pattern matches every run (`*`, or any pattern of
+/// stars only: scheduled runs included), or when it lasts longer than [`LONGEST_NARROW`].
+/// Kinds are not a reason: each is named by its own `--kind`, and there is no shorthand
+/// for all of them.
+pub fn broadness(request: &Request) -> Vec<String> {
+    let mut broad = Vec::new();
+    if let Runs::Pattern(pattern) = &request.runs
+        && replaysafe_core::approval::matches_every_run_id(pattern)
+    {
+        broad.push(format!(
+            "--run-id-pattern {pattern:?} matches every run of the pipeline, scheduled ones included"
+        ));
+    }
+    let lasts = request.expires_at - request.now;
+    if lasts > LONGEST_NARROW {
+        broad.push(format!(
+            "--expires {} is {} days from now, more than {}",
+            replaysafe_core::rfc3339(request.expires_at),
+            lasts.num_days(),
+            crate::duration::format(LONGEST_NARROW)
+        ));
+    }
+    broad
+}
+
+/// `--expires`: a duration from now (`2h`, `1d`) or an RFC 3339 time (not a leap second);
+/// it must lie ahead, and within what the clock can hold.
 pub fn parse_expiry(text: &str, now: DateTime<Utc>) -> anyhow::Result<DateTime<Utc>> {
-    let expires_at = match crate::duration::parse(text) {
-        Ok(duration) => now + duration,
-        Err(_) => DateTime::parse_from_rfc3339(text.trim())
-            .map(|t| t.with_timezone(&Utc))
-            .map_err(|_| {
+    let text = text.trim();
+    let expires_at = if DateTime::parse_from_rfc3339(text).is_ok() {
+        replaysafe_core::parse_rfc3339("--expires", text)?
+    } else {
+        let duration = crate::duration::parse(text).map_err(|problem| {
+            if problem.contains("not a duration") {
                 anyhow::anyhow!(
                     "--expires: {text:?} is neither a duration (2h, 1d) nor an RFC 3339 time"
                 )
-            })?,
+            } else {
+                anyhow::anyhow!("--expires: {problem}")
+            }
+        })?;
+        now.checked_add_signed(duration).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--expires: {text} from now is beyond the latest time the clock can hold"
+            )
+        })?
     };
     if expires_at <= now {
         bail!(
@@ -100,6 +144,14 @@ pub fn approve(request: &Request) -> anyhow::Result<String> {
     for target in &request.targets {
         opt_in = opt_in.for_target(target);
     }
+    let broad = broadness(request);
+    if !broad.is_empty() && !request.broad {
+        eprint!("{}", describe(&opt_in));
+        bail!(
+            "this approval is broad: {}; check the scope above and pass --broad to write it anyway",
+            broad.join("; and ")
+        );
+    }
     if let Some(path) = &request.key {
         let key = ApproverKey::read_file(path).context("--key")?;
         opt_in = opt_in.signed_with(&key)?;
@@ -114,14 +166,16 @@ pub fn approve(request: &Request) -> anyhow::Result<String> {
     );
 
     let mut shown = describe(&opt_in);
+    for reason in &broad {
+        let _ = writeln!(shown, "  {:<12} {reason} (--broad)", "broad");
+    }
     match &request.range {
         Some(range) => shown.push_str(&plan_text(request, range)?),
         None => shown.push_str(
             "\n(pass --start, --end and --every to see the backfill's plan for these kinds)\n",
         ),
     }
-    std::fs::write(&request.out, text)
-        .with_context(|| format!("--out: writing {}", request.out.display()))?;
+    write_new(&request.out, text.as_bytes(), request.force, None).context("--out")?;
     let _ = writeln!(shown, "\nwrote {}", request.out.display());
     Ok(shown)
 }
@@ -194,34 +248,77 @@ fn plan_text(request: &Request, range: &Range) -> anyhow::Result<String> {
     Ok(out)
 }
 
-/// `replaysafe approve keygen`: writes `DIR/NAME.key` (mode 0600, never overwritten) and
-/// `DIR/NAME.pub` (`NAME KEY`); returns the public line.
-pub fn keygen(name: &str, dir: &Path) -> anyhow::Result<String> {
+/// Writes `bytes` to a new file at `path` (with `mode` on Unix, when given); a file already
+/// there is an error unless `force`, and is then replaced by a new file (so `mode` holds).
+fn write_new(path: &Path, bytes: &[u8], force: bool, mode: Option<u32>) -> anyhow::Result<()> {
+    if force && std::fs::symlink_metadata(path).is_ok() {
+        std::fs::remove_file(path).with_context(|| format!("replacing {}", path.display()))?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    if let Some(mode) = mode {
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode);
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    let mut file = match options.open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
+            "{} already exists; pass --force to replace it",
+            path.display()
+        ),
+        opened => opened.with_context(|| format!("writing {}", path.display()))?,
+    };
+    file.write_all(bytes)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Refuses a `keygen --name` that is not a plain name: it names the files `DIR/NAME.key`
+/// and `DIR/NAME.pub`, so it may not hold `/` or `\\`, be or hold `..`, start with `.`, or
+/// hold a control character. The error does not repeat the name.
+fn plain_name(name: &str) -> anyhow::Result<()> {
+    let plain = !name.is_empty()
+        && !name.starts_with('.')
+        && !name.contains("..")
+        && !name
+            .chars()
+            .any(|c| matches!(c, '/' | '\\') || c.is_control());
+    anyhow::ensure!(
+        plain,
+        "--name: not a plain name (no /, \\, .., leading . or control characters): \
+         it names the key files DIR/NAME.key and DIR/NAME.pub"
+    );
+    Ok(())
+}
+
+/// `replaysafe approve keygen`: writes `DIR/NAME.key` (mode 0600) and `DIR/NAME.pub`
+/// (`NAME KEY`), neither over an existing file unless `force`; returns what to tell the
+/// approver.
+pub fn keygen(name: &str, dir: &Path, force: bool) -> anyhow::Result<String> {
+    plain_name(name)?;
     let mut seed = [0u8; 32];
     getrandom::fill(&mut seed).map_err(|e| anyhow::anyhow!("drawing a random key: {e}"))?;
     let key = ApproverKey::from_seed(name, seed).context("--name")?;
     std::fs::create_dir_all(dir).with_context(|| format!("--out: creating {}", dir.display()))?;
     let secret_path = dir.join(format!("{name}.key"));
     let public_path = dir.join(format!("{name}.pub"));
-    for path in [&secret_path, &public_path] {
-        if path.exists() {
-            bail!(
-                "{} already exists; keys are never overwritten",
-                path.display()
-            );
+    if !force {
+        for path in [&secret_path, &public_path] {
+            if path.exists() {
+                bail!(
+                    "{} already exists; keys are never overwritten unless --force is given",
+                    path.display()
+                );
+            }
         }
     }
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options
-        .open(&secret_path)
-        .with_context(|| format!("writing {}", secret_path.display()))?;
-    file.write_all(key.to_secret_file().as_bytes())
-        .with_context(|| format!("writing {}", secret_path.display()))?;
-    std::fs::write(&public_path, key.public_line())
-        .with_context(|| format!("writing {}", public_path.display()))?;
+    write_new(
+        &secret_path,
+        key.to_secret_file().as_bytes(),
+        force,
+        Some(0o600),
+    )?;
+    write_new(&public_path, key.public_line().as_bytes(), force, None)?;
     Ok(format!(
         "wrote {} (secret: keep it to yourself) and {}\nfingerprint {}\nadd {} to REPLAYSAFE_TRUSTED_APPROVERS to trust it\n",
         secret_path.display(),
@@ -260,5 +357,42 @@ mod tests {
                 .to_string()
                 .contains("--expires")
         );
+        for beyond in [
+            "99999999999d",
+            "9999999999999s",
+            "15250000000w",
+            "99999999999999999999d",
+        ] {
+            let error = parse_expiry(beyond, now).unwrap_err().to_string();
+            assert!(error.starts_with("--expires: "), "{beyond}: {error}");
+        }
+        let error = format!(
+            "{:#}",
+            parse_expiry("2026-12-31T23:59:60Z", now).unwrap_err()
+        );
+        assert!(
+            error.contains("--expires") && error.contains("leap second"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn key_names_are_plain_file_names() {
+        for good in ["jane", "jane.doe", "ops-2026", "j_1"] {
+            assert!(plain_name(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "../jane",
+            "a/b",
+            "a\\b",
+            "..",
+            "a..b",
+            ".hidden",
+            "ja\nne",
+            "ja\u{7f}ne",
+        ] {
+            assert!(plain_name(bad).is_err(), "{bad:?}");
+        }
     }
 }

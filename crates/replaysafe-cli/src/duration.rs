@@ -2,13 +2,19 @@
 
 use chrono::TimeDelta;
 
-/// Parses a whole number followed by one unit: `s`, `m`, `h`, `d` or `w`.
+/// Parses a whole number followed by one unit: `s`, `m`, `h`, `d` or `w`. A number too
+/// large for a duration is said to be so, not called malformed.
 pub fn parse(text: &str) -> Result<TimeDelta, String> {
     replaysafe_core::parse_duration(text).ok_or_else(|| {
-        format!(
-            "{:?} is not a duration like 90s, 30m, 6h, 1d or 1w",
-            text.trim()
-        )
+        let text = text.trim();
+        let shaped = text.len() > 1
+            && text[..text.len() - 1].bytes().all(|b| b.is_ascii_digit())
+            && text.ends_with(['s', 'm', 'h', 'd', 'w']);
+        if shaped {
+            format!("{text:?} is longer than the clock can hold")
+        } else {
+            format!("{text:?} is not a duration like 90s, 30m, 6h, 1d or 1w")
+        }
     })
 }
 
@@ -46,7 +52,20 @@ mod tests {
         assert_eq!(parse("1d").unwrap(), TimeDelta::days(1));
         assert_eq!(parse("2w").unwrap(), TimeDelta::weeks(2));
         for bad in ["", "d", "1", "1.5h", "1y", "-1d", "1 d"] {
-            assert!(parse(bad).is_err(), "{bad}");
+            assert!(
+                parse(bad).unwrap_err().contains("is not a duration"),
+                "{bad}"
+            );
+        }
+        for huge in [
+            "99999999999999999999d",
+            "9999999999999999w",
+            "9999999999999999999s",
+        ] {
+            assert!(
+                parse(huge).unwrap_err().contains("longer than the clock"),
+                "{huge}"
+            );
         }
         assert_eq!(format(TimeDelta::hours(48)), "2d");
         assert_eq!(format(TimeDelta::minutes(90)), "90m");

@@ -130,7 +130,7 @@ enum Command {
     #[command(
         args_conflicts_with_subcommands = true,
         subcommand_negates_reqs = true,
-        after_help = "The file takes effect in a run through REPLAYSAFE_OPT_IN=FILE or send --opt-in FILE.\nWith REPLAYSAFE_TRUSTED_APPROVERS=FILE set (NAME KEY lines, the .pub files of approve keygen), only a file signed by one of those keys lifts anything.\n\nExamples:\n  replaysafe approve keygen --name jane --out ~/.replaysafe\n  replaysafe approve --pipeline daily_orders --backfill-id bf-2026-07 --kind email \\\n    --reason 'corrected invoices' --approved-by jane@ops --expires 1d \\\n    --start 2026-07-01T00:00:00Z --end 2026-07-31T00:00:00Z --every 1d \\\n    --key ~/.replaysafe/jane.key --out approval.json"
+        after_help = "The file takes effect in a run through REPLAYSAFE_OPT_IN=FILE or send --opt-in FILE.\nWith REPLAYSAFE_TRUSTED_APPROVERS=FILE set (NAME KEY lines, the .pub files of approve keygen), only a file signed by one of those keys lifts anything.\nAn approval for every run (a --run-id-pattern of stars only) or for more than 30 days is shown and refused unless --broad is given. Neither approve --out nor keygen writes over a file unless --force is given, and --key refuses a key file that group or others can read (chmod 600 it).\n\nExamples:\n  replaysafe approve keygen --name jane --out ~/.replaysafe\n  replaysafe approve --pipeline daily_orders --backfill-id bf-2026-07 --kind email \\\n    --reason 'corrected invoices' --approved-by jane@ops --expires 1d \\\n    --start 2026-07-01T00:00:00Z --end 2026-07-31T00:00:00Z --every 1d \\\n    --key ~/.replaysafe/jane.key --out approval.json"
     )]
     Approve(Box<ApproveArgs>),
     /// Operate the outbox on SQLite or PostgreSQL: work, status, list, retry, resend, purge.
@@ -174,9 +174,15 @@ struct ApproveArgs {
     /// Secret key (approve keygen) to sign it with.
     #[arg(long)]
     key: Option<PathBuf>,
-    /// Where to write the opt-in file.
+    /// Where to write the opt-in file (never over an existing file unless --force is given).
     #[arg(long, required = true)]
     out: Option<PathBuf>,
+    /// Replace a file already at --out.
+    #[arg(long)]
+    force: bool,
+    /// Write an approval that covers every run (a --run-id-pattern of stars only) or lasts longer than 30 days; without it such an approval is shown and refused.
+    #[arg(long)]
+    broad: bool,
     /// Start of the backfill's range, RFC 3339, to show its plan.
     #[arg(long, value_parser = parse_time, requires_all = ["end", "every"])]
     start: Option<DateTime<Utc>>,
@@ -195,12 +201,15 @@ struct ApproveArgs {
 enum ApproveCommand {
     /// Make an approver's ed25519 key pair: DIR/NAME.key (secret, mode 0600) and DIR/NAME.pub (NAME KEY).
     Keygen {
-        /// The approver's name (one word); the name journaled for approvals this key signs.
+        /// The approver's name: one plain word (no /, \, .., leading . or control characters); the name journaled for approvals this key signs.
         #[arg(long)]
         name: String,
         /// Folder to write the keys to.
         #[arg(long)]
         out: PathBuf,
+        /// Replace key files already there (the old key stops working wherever it was trusted).
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -215,24 +224,24 @@ enum SendCommand {
         /// Endpoint URL.
         #[arg(long, value_parser = send::Utf8Text)]
         url: Option<String>,
-        /// Environment variable holding the whole endpoint URL (instead of --url).
-        #[arg(long, value_name = "VARIABLE", value_parser = send::Utf8Text)]
-        url_env: Option<String>,
+        /// Environment variable holding the whole endpoint URL (instead of --url): its name, [A-Za-z_][A-Za-z0-9_]*, never the URL itself.
+        #[arg(long, value_name = "VARIABLE", value_parser = send::EnvVar)]
+        url_env: Option<replaysafe_core::EnvVarName>,
         /// Event type; also the message type of the effect.
         #[arg(long, value_parser = send::Utf8Text)]
         event_type: String,
         /// JSON body, or @FILE to read it from a file.
         #[arg(long, value_parser = send::Utf8Text)]
         data: String,
-        /// A plain header, NAME:VALUE (repeatable); secrets go in --secret-header-env.
+        /// A plain header, NAME:VALUE (repeatable); Authorization, Proxy-Authorization, Cookie and API-key headers are refused here: they go in --secret-header-env.
         #[arg(long = "header", value_name = "NAME:VALUE", value_parser = send::Utf8Text)]
         headers: Vec<String>,
-        /// A header whose value is read from an environment variable, NAME=VARIABLE (repeatable).
-        #[arg(long = "secret-header-env", value_name = "NAME=VARIABLE", value_parser = send::Utf8Text)]
-        secret_headers: Vec<String>,
-        /// Environment variable holding a whsec_ signing secret.
-        #[arg(long, value_name = "VARIABLE", value_parser = send::Utf8Text)]
-        secret_env: Option<String>,
+        /// A header whose value is read from an environment variable, NAME=VARIABLE, such as Authorization=PARTNER_TOKEN (repeatable).
+        #[arg(long = "secret-header-env", value_name = "NAME=VARIABLE", value_parser = send::SecretHeaderEnv)]
+        secret_headers: Vec<(String, replaysafe_core::EnvVarName)>,
+        /// Environment variable holding a whsec_ signing secret: its name, never the secret.
+        #[arg(long, value_name = "VARIABLE", value_parser = send::EnvVar)]
+        secret_env: Option<replaysafe_core::EnvVarName>,
         /// Host, IP address or CIDR network (127.0.0.0/8, ::1/128) the SSRF guard lets through even if internal (repeatable).
         #[arg(long = "allow-host", value_name = "HOST|CIDR", value_parser = send::Utf8Text)]
         allow_hosts: Vec<String>,
@@ -256,9 +265,9 @@ enum SendCommand {
         /// Login user.
         #[arg(long, value_parser = send::Utf8Text)]
         user: Option<String>,
-        /// Environment variable holding the password.
-        #[arg(long, value_name = "VARIABLE", value_parser = send::Utf8Text)]
-        password_env: Option<String>,
+        /// Environment variable holding the password: its name, never the password.
+        #[arg(long, value_name = "VARIABLE", value_parser = send::EnvVar)]
+        password_env: Option<replaysafe_core::EnvVarName>,
         /// Extra trusted root certificate, PEM.
         #[arg(long)]
         ca_file: Option<PathBuf>,
@@ -306,9 +315,12 @@ enum SendCommand {
 }
 
 fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2026-08-05T00:00:00Z ({e})"))
+    replaysafe_core::parse_rfc3339("time", text).map_err(|e| match e {
+        replaysafe_core::Error::Invalid { problem, .. } => {
+            format!("{text:?} is not an RFC 3339 time such as 2026-08-05T00:00:00Z: {problem}")
+        }
+        other => other.to_string(),
+    })
 }
 
 fn parse_run_kind(text: &str) -> Result<RunKind, String> {
@@ -492,8 +504,8 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 fn run_approve(args: ApproveArgs) -> anyhow::Result<String> {
-    if let Some(ApproveCommand::Keygen { name, out }) = args.command {
-        return approve::keygen(&name, &out);
+    if let Some(ApproveCommand::Keygen { name, out, force }) = args.command {
+        return approve::keygen(&name, &out, force);
     }
     let now = Utc::now().trunc_subsecs(0);
     let required = |value: Option<String>, flag: &str| {
@@ -524,6 +536,8 @@ fn run_approve(args: ApproveArgs) -> anyhow::Result<String> {
         out: args
             .out
             .ok_or_else(|| anyhow::anyhow!("--out is required"))?,
+        force: args.force,
+        broad: args.broad,
         range,
         now,
     };

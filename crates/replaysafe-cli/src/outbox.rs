@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, anyhow, bail};
 use chrono::{DateTime, Utc};
 use indicatif::{ProgressBar, ProgressStyle};
-use replaysafe_core::{JsonlJournal, OptIn, RecencyPolicy, TrustedApprovers};
+use replaysafe_core::{EnvVarName, JsonlJournal, OptIn, RecencyPolicy, TrustedApprovers};
 use replaysafe_outbox::postgres::PostgresOutbox;
 use replaysafe_outbox::sqlite::SqliteOutbox;
 use replaysafe_outbox::{
@@ -803,13 +803,14 @@ pub enum RouteConfig {
         /// The endpoint.
         url: String,
         /// Variable holding the Standard Webhooks signing secret.
-        secret_env: Option<String>,
-        /// Plain headers.
+        secret_env: Option<EnvVarName>,
+        /// Plain headers; one that carries credentials (`Authorization`, ...) is refused:
+        /// it goes in `secret_headers_env`.
         #[serde(default)]
         headers: BTreeMap<String, String>,
         /// Headers whose values are secrets: header name → variable.
         #[serde(default)]
-        secret_headers_env: BTreeMap<String, String>,
+        secret_headers_env: BTreeMap<String, EnvVarName>,
         /// Hosts, IPs or CIDRs allowed past the SSRF policy.
         #[serde(default)]
         allow_hosts: Vec<String>,
@@ -821,11 +822,11 @@ pub enum RouteConfig {
         /// A trigger URL.
         url: Option<String>,
         /// Variable holding a bearer token.
-        token_env: Option<String>,
+        token_env: Option<EnvVarName>,
         /// Basic auth user, with `password_env`.
         user: Option<String>,
         /// Variable holding the basic auth password.
-        password_env: Option<String>,
+        password_env: Option<EnvVarName>,
         /// Hosts, IPs or CIDRs allowed past the SSRF policy.
         #[serde(default)]
         allow_hosts: Vec<String>,
@@ -840,7 +841,7 @@ pub enum RouteConfig {
         /// Login user, with `password_env`.
         user: Option<String>,
         /// Variable holding the SMTP password.
-        password_env: Option<String>,
+        password_env: Option<EnvVarName>,
         /// PEM file of a CA to trust.
         ca_file: Option<PathBuf>,
     },
@@ -855,7 +856,7 @@ pub enum RouteConfig {
         /// Private key file.
         key: PathBuf,
         /// Variable holding the key's passphrase.
-        passphrase_env: Option<String>,
+        passphrase_env: Option<EnvVarName>,
         /// known_hosts file with the server's key.
         known_hosts: PathBuf,
         /// Remote folder.
@@ -872,7 +873,7 @@ pub enum RouteConfig {
     /// PagerDuty Events v2.
     Pagerduty {
         /// Variable holding the routing key.
-        routing_key_env: String,
+        routing_key_env: EnvVarName,
         /// Events API base URL (default PagerDuty's).
         url: Option<String>,
         /// Hosts, IPs or CIDRs allowed past the SSRF policy.
@@ -882,7 +883,7 @@ pub enum RouteConfig {
     /// A Slack incoming webhook.
     Slack {
         /// Variable holding the webhook URL (it is a secret).
-        url_env: String,
+        url_env: EnvVarName,
         /// Hosts, IPs or CIDRs allowed past the SSRF policy.
         #[serde(default)]
         allow_hosts: Vec<String>,
@@ -894,7 +895,7 @@ pub enum RouteConfig {
         /// Basic auth user, with `password_env`.
         user: Option<String>,
         /// Variable holding the basic auth password.
-        password_env: Option<String>,
+        password_env: Option<EnvVarName>,
         /// Hosts, IPs or CIDRs allowed past the SSRF policy.
         #[serde(default)]
         allow_hosts: Vec<String>,
@@ -910,11 +911,49 @@ pub enum RouteConfig {
     },
 }
 
-fn secret(route: &str, field: &str, variable: &str) -> anyhow::Result<SecretString> {
-    match std::env::var(variable) {
-        Ok(value) if !value.is_empty() => Ok(SecretString::from(value)),
-        _ => bail!("--routes: route {route}: {field}: the variable {variable} is not set"),
+fn secret(route: &str, field: &str, variable: &EnvVarName) -> anyhow::Result<SecretString> {
+    variable
+        .read()
+        .map(SecretString::from)
+        .map_err(|e| anyhow!("--routes: route {route}: {field}: {e}"))
+}
+
+/// Refuses, naming the route and the field and never quoting the value, every `…_env`
+/// field (or map entry of one) that is not a variable name, and every plain `headers` entry
+/// that carries credentials. Runs on the file's JSON before it is read into routes, so the
+/// message can name the field, which the routes' own deserialization cannot.
+fn check_secret_fields(file: &serde_json::Value) -> anyhow::Result<()> {
+    let routes = file.get("routes").and_then(serde_json::Value::as_object);
+    for (route, config) in routes.into_iter().flatten() {
+        for (field, value) in config.as_object().into_iter().flatten() {
+            if field.ends_with("_env") {
+                let names: Vec<(String, &serde_json::Value)> = match value {
+                    serde_json::Value::Object(map) => map
+                        .iter()
+                        .map(|(key, value)| (format!("{field}.{key}"), value))
+                        .collect(),
+                    other => vec![(field.clone(), other)],
+                };
+                for (at, name) in names {
+                    if let Some(name) = name.as_str() {
+                        EnvVarName::parse(format!("--routes: route {route}: {at}"), name)?;
+                    }
+                }
+            }
+            if field == "headers" {
+                for name in value.as_object().into_iter().flatten().map(|(k, _)| k) {
+                    if let Some(credential) = replaysafe_http::credential_header(name) {
+                        bail!(
+                            "--routes: route {route}: headers: {credential} carries credentials and is never \
+                             written in the routes file: put its value in an environment variable and name \
+                             it in secret_headers_env"
+                        );
+                    }
+                }
+            }
+        }
     }
+    Ok(())
 }
 
 fn policy(route: &str, hosts: &[String]) -> anyhow::Result<replaysafe_webhook::SsrfPolicy> {
@@ -932,7 +971,7 @@ impl RoutesFile {
     pub fn read(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("--routes: reading {}", path.display()))?;
-        let file: RoutesFile = serde_json::from_str(&text).map_err(|e| {
+        let located = |e: serde_json::Error| {
             anyhow!(
                 "--routes: {}: line {}, column {}: {}",
                 path.display(),
@@ -940,7 +979,9 @@ impl RoutesFile {
                 e.column(),
                 classify(&e)
             )
-        })?;
+        };
+        check_secret_fields(&serde_json::from_str(&text).map_err(located)?)?;
+        let file: RoutesFile = serde_json::from_str(&text).map_err(located)?;
         if file.routes.is_empty() {
             bail!("--routes: {}: no routes", path.display());
         }
@@ -1154,6 +1195,10 @@ fn classify(error: &serde_json::Error) -> String {
             .next()
             .unwrap_or("invalid")
             .to_owned();
+    }
+    // EnvVarName's refusal never quotes the value (the fields are checked by name first).
+    if text.starts_with(EnvVarName::NOT_A_NAME) {
+        return EnvVarName::NOT_A_NAME.to_owned();
     }
     match error.classify() {
         serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {

@@ -240,15 +240,7 @@ impl OptIn {
                 format!("expected {OPT_IN_FORMAT}"),
             ));
         }
-        let expires_at = chrono::DateTime::parse_from_rfc3339(&file.expires_at)
-            .map_err(|e| {
-                Error::invalid(
-                    "opt_in.expires_at",
-                    file.expires_at.as_str(),
-                    format!("not an RFC 3339 timestamp ({e})"),
-                )
-            })?
-            .with_timezone(&chrono::Utc);
+        let expires_at = crate::parse_rfc3339("opt_in.expires_at", &file.expires_at)?;
         let mut opt_in = OptIn::new(file.reason, file.approved_by, expires_at)?;
         opt_in = opt_in.for_pipeline(non_blank("opt_in.pipeline", file.pipeline)?);
         match (file.backfill_id, file.run_id_pattern) {
@@ -323,11 +315,11 @@ fn non_blank(field: &'static str, value: String) -> Result<String, Error> {
             hint: "must not be empty",
         });
     }
-    if value.chars().any(char::is_control) {
+    if value.chars().any(crate::run::is_hidden_char) {
         return Err(Error::invalid(
             field,
             value.escape_debug().to_string(),
-            "must not contain control characters",
+            crate::run::HIDDEN_CHARS,
         ));
     }
     Ok(value)
@@ -355,6 +347,29 @@ fn read_text(what: &'static str, path: &Path) -> Result<String, Error> {
     let bytes = std::fs::read(path).map_err(|e| file_error(what, path, e))?;
     String::from_utf8(bytes)
         .map_err(|_| file_error(what, path, Error::malformed("file", "not valid UTF-8")))
+}
+
+/// Refuses a secret file that group or others may read or write (Unix).
+#[cfg(unix)]
+fn check_private(what: &'static str, path: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)
+        .map_err(|e| file_error(what, path, e))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(Error::NotPrivate {
+            what,
+            path: path.display().to_string(),
+            mode: mode & 0o7777,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_private(_what: &'static str, _path: &Path) -> Result<(), Error> {
+    Ok(())
 }
 
 fn file_error(
@@ -443,9 +458,12 @@ impl ApproverKey {
     }
 
     /// Reads a secret key file; a file that cannot be read or is malformed is
-    /// [`Error::File`] naming it.
+    /// [`Error::File`] naming it. On Unix, a file that group or others may read or write
+    /// (mode `& 0o077` not zero) is [`Error::NotPrivate`], before it is read: the secret
+    /// may already be someone else's, and the message says to `chmod 600` it.
     pub fn read_file(path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
+        check_private("approver key file", path)?;
         read_text("approver key file", path).and_then(|text| {
             ApproverKey::from_secret_file(&text)
                 .map_err(|e| file_error("approver key file", path, e))
@@ -462,12 +480,12 @@ fn approver_name(name: String) -> Result<String, Error> {
     }
     if name
         .chars()
-        .any(|c| c.is_whitespace() || c.is_control() || c == '#')
+        .any(|c| c.is_whitespace() || crate::run::is_hidden_char(c) || c == '#')
     {
         return Err(Error::invalid(
             "approver.name",
             name.escape_debug().to_string(),
-            "must be one word, without spaces, control characters or #",
+            "must be one word, without spaces, control characters, bidirectional overrides or #",
         ));
     }
     Ok(name)
@@ -498,8 +516,9 @@ impl fmt::Debug for TrustedApprovers {
 
 impl TrustedApprovers {
     /// Parses `NAME KEY` lines. A line that is not two words, a key that is not base64 of
-    /// 32 bytes (or not a valid ed25519 point), and a key listed under two names are
-    /// errors naming the line, never repeating it; so is a list with no key at all.
+    /// 32 bytes (or not a valid ed25519 point, or a small-order point, or not the canonical
+    /// encoding of its point), and a key listed under two names are errors naming the line,
+    /// never repeating it; so is a list with no key at all.
     pub fn parse(text: &str) -> Result<Self, Error> {
         let mut by_key = BTreeMap::new();
         for (index, line) in text.lines().enumerate() {
@@ -521,8 +540,20 @@ impl TrustedApprovers {
                 .map_err(|_| problem("the name must be one word without #"))?;
             let key: [u8; 32] = decode_exact(key, "trusted_approvers")
                 .map_err(|_| problem("the key is not base64 of 32 bytes"))?;
-            if VerifyingKey::from_bytes(&key).is_err() {
+            let Ok(point) = VerifyingKey::from_bytes(&key) else {
                 return Err(problem("the key is not an ed25519 public key"));
+            };
+            // A small-order point: signatures under it can be made without a secret.
+            if point.is_weak() {
+                return Err(problem(
+                    "the key is a small-order ed25519 point, which anyone can sign for",
+                ));
+            }
+            // Another spelling of a point than its canonical one: one key, two encodings.
+            if point.to_edwards().compress().to_bytes() != key {
+                return Err(problem(
+                    "the key is not in canonical ed25519 encoding (it is another spelling of a point)",
+                ));
             }
             match by_key.get(&key) {
                 Some(existing) if *existing != name => {
@@ -597,6 +628,12 @@ pub fn run_id_matches(pattern: &str, run_id: &str) -> bool {
         }
     }
     pattern[p..].iter().all(|c| *c == '*')
+}
+
+/// Whether `pattern` matches every run id, as a pattern made only of `*` does: an approval
+/// with it covers every run of its pipeline, scheduled ones included.
+pub fn matches_every_run_id(pattern: &str) -> bool {
+    !pattern.is_empty() && pattern.chars().all(|c| c == '*')
 }
 
 #[cfg(test)]
@@ -744,6 +781,60 @@ mod tests {
         }
     }
 
+    /// `y` as a 32-byte ed25519 encoding with the sign bit clear (little-endian).
+    fn encoding(y: &[u8]) -> [u8; 32] {
+        let mut bytes = [0u8; 32];
+        bytes[..y.len()].copy_from_slice(y);
+        bytes
+    }
+
+    /// `p + small`, where p = 2^255 - 19: a non-canonical spelling of the y coordinate `small`.
+    fn non_canonical(small: u8) -> [u8; 32] {
+        let mut bytes = [0xff; 32];
+        bytes[31] = 0x7f;
+        // p = 0x7fff…ffed; adding `small` < 19 never carries out of the first byte.
+        bytes[0] = 0xed + small;
+        bytes
+    }
+
+    #[test]
+    fn small_order_and_non_canonical_trusted_keys_are_refused_naming_the_line() {
+        let jane = ApproverKey::from_seed("jane", [1; 32]).unwrap();
+        let line = |name: &str, key: &[u8; 32]| format!("{name} {}\n", STANDARD.encode(key));
+        // The identity (y = 1) and the point of order 2 (y = -1) are small-order.
+        let minus_one = {
+            let mut bytes = non_canonical(0);
+            bytes[0] -= 1;
+            bytes
+        };
+        for weak in [encoding(&[1]), minus_one] {
+            assert!(VerifyingKey::from_bytes(&weak).unwrap().is_weak());
+            let text = format!("{}{}", jane.public_line(), line("mallory", &weak));
+            let error = TrustedApprovers::parse(&text).unwrap_err().to_string();
+            assert!(
+                error.contains("line 2") && error.contains("small-order"),
+                "{error}"
+            );
+        }
+        // Some y below 19 is on the curve and not small-order: p + y spells it again.
+        let spelled_twice = (0u8..19)
+            .map(non_canonical)
+            .find(|bytes| VerifyingKey::from_bytes(bytes).is_ok_and(|key| !key.is_weak()))
+            .expect("a non-canonical encoding of a point of large order");
+        let text = format!("# keys\n{}", line("mallory", &spelled_twice));
+        let error = TrustedApprovers::parse(&text).unwrap_err().to_string();
+        assert!(
+            error.contains("line 2") && error.contains("canonical"),
+            "{error}"
+        );
+        assert!(!error.contains(&STANDARD.encode(spelled_twice)), "{error}");
+        // A real key passes.
+        assert_eq!(
+            TrustedApprovers::parse(&jane.public_line()).unwrap().len(),
+            1
+        );
+    }
+
     #[test]
     fn run_id_patterns_match_with_stars() {
         assert!(run_id_matches(
@@ -759,5 +850,11 @@ mod tests {
             "backfill__2026-08-01"
         ));
         assert!(!run_id_matches("a*b", "a"));
+        for every in ["*", "**", "***"] {
+            assert!(matches_every_run_id(every) && run_id_matches(every, ""));
+        }
+        for some in ["", "*_*", "backfill__*", "* "] {
+            assert!(!matches_every_run_id(some), "{some:?}");
+        }
     }
 }

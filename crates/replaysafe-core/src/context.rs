@@ -110,7 +110,8 @@ impl ReplayContext {
     /// - Without any run kind information the kind is [`RunKind::Unknown`] (every effect
     ///   suppressed).
     ///
-    /// Empty and all-blank values count as unset. A malformed value is [`Error::Invalid`]
+    /// Empty and all-blank values count as unset, except `REPLAYSAFE_TRUSTED_APPROVERS`,
+    /// whose being set turns a check on: blank, it is [`Error::Invalid`]. A malformed value is [`Error::Invalid`]
     /// naming the variable; a missing pipeline, run id or window is [`Error::Missing`]; an
     /// inverted window is [`Error::InvertedWindow`].
     pub fn from_vars<I, K, V>(vars: I) -> Result<Self, Error>
@@ -123,7 +124,7 @@ impl ReplayContext {
             &vars
                 .into_iter()
                 .map(|(k, v)| (k.into(), v.into()))
-                .filter(|(_, v)| !v.trim().is_empty())
+                .filter(|(k, v): &(String, String)| crate::env::keep(k, v))
                 .collect(),
         )
     }
@@ -204,9 +205,22 @@ impl ReplayContext {
         })
     }
 
+    /// Whether the run carries a backfill id while its kind says it is current (scheduled,
+    /// manual, retry or resume): a run of a backfill is a replay, so one of the two is wrong.
+    /// Backfill, replay and rebuild runs carry one rightly; an unknown run suppresses anyway.
+    pub fn is_current_run_in_a_backfill(&self) -> bool {
+        self.inner.backfill_id.is_some()
+            && matches!(
+                self.inner.run_kind,
+                RunKind::Scheduled | RunKind::Manual | RunKind::Retry | RunKind::Resume
+            )
+    }
+
     /// Whether the context's sources disagree; a conflicting context suppresses every effect.
     pub fn is_conflicting(&self) -> bool {
-        self.inner.conflict.is_some() || self.is_window_after_logical_date()
+        self.inner.conflict.is_some()
+            || self.is_window_after_logical_date()
+            || self.is_current_run_in_a_backfill()
     }
 
     /// The window's start and end as canonical RFC 3339, formatted once.
@@ -286,11 +300,20 @@ impl ReplayContext {
                     .unwrap_or_default()
             )
         });
-        match (&self.inner.conflict, future) {
-            (None, None) => None,
-            (Some(note), None) => Some(Cow::Borrowed(note)),
-            (None, Some(future)) => Some(Cow::Owned(future)),
-            (Some(note), Some(future)) => Some(Cow::Owned(format!("{note}; {future}"))),
+        let backfill = self.is_current_run_in_a_backfill().then(|| {
+            format!(
+                "the run is {} but carries backfill id {:?} ({}): a run of a backfill is a replay",
+                self.inner.run_kind,
+                self.inner.backfill_id.as_deref().unwrap_or_default(),
+                crate::env::vars::BACKFILL_ID
+            )
+        });
+        let derived: Vec<String> = future.into_iter().chain(backfill).collect();
+        match (&self.inner.conflict, derived.is_empty()) {
+            (None, true) => None,
+            (Some(note), true) => Some(Cow::Borrowed(note)),
+            (None, false) => Some(Cow::Owned(derived.join("; "))),
+            (Some(note), false) => Some(Cow::Owned(format!("{note}; {}", derived.join("; ")))),
         }
     }
 
@@ -499,11 +522,11 @@ impl ReplayContextBuilder {
                 field: "pipeline",
                 hint: "name the pipeline",
             })?;
-        if pipeline.chars().any(char::is_control) {
+        if pipeline.chars().any(crate::run::is_hidden_char) {
             return Err(Error::invalid(
                 "pipeline",
                 pipeline.escape_debug().to_string(),
-                "must not contain control characters",
+                crate::run::HIDDEN_CHARS,
             ));
         }
         let run_id = RunId::new(self.run_id.ok_or(Error::Missing {
@@ -517,12 +540,12 @@ impl ReplayContextBuilder {
         let backfill_id = self.backfill_id.filter(|id| !id.trim().is_empty());
         if let Some(id) = backfill_id
             .as_ref()
-            .filter(|id| id.chars().any(char::is_control))
+            .filter(|id| id.chars().any(crate::run::is_hidden_char))
         {
             return Err(Error::invalid(
                 "backfill_id",
                 id.escape_debug().to_string(),
-                "must not contain control characters",
+                crate::run::HIDDEN_CHARS,
             ));
         }
         Ok(ReplayContext {

@@ -80,8 +80,19 @@ pub mod vars {
 
 use vars::*;
 
-/// Keeps the variables replaysafe reads, as UTF-8, without blank values; one of them that
-/// is not UTF-8 is an error naming it. Every other variable is ignored, whatever its bytes.
+/// Variables whose being set turns a check on: set but blank, they are an error naming
+/// them rather than unset, which would turn the check off without a word.
+const SET_TURNS_A_CHECK_ON: [&str; 1] = [TRUSTED_APPROVERS];
+
+/// Whether a variable read as `value` is kept: a blank value counts as unset, except for
+/// the variables of [`SET_TURNS_A_CHECK_ON`], which `resolve` refuses when blank.
+pub(crate) fn keep(name: &str, value: &str) -> bool {
+    !value.trim().is_empty() || SET_TURNS_A_CHECK_ON.contains(&name)
+}
+
+/// Keeps the variables replaysafe reads, as UTF-8, without blank values (see [`keep`]); one
+/// of them that is not UTF-8 is an error naming it. Every other variable is ignored,
+/// whatever its bytes.
 pub(crate) fn read_os(
     vars: impl IntoIterator<Item = (OsString, OsString)>,
 ) -> Result<HashMap<String, String>, Error> {
@@ -100,7 +111,7 @@ pub(crate) fn read_os(
                 "not valid UTF-8",
             )
         })?;
-        if !value.trim().is_empty() {
+        if keep(name, &value) {
             read.insert((*name).to_owned(), value);
         }
     }
@@ -203,6 +214,14 @@ pub(crate) fn resolve(env: &HashMap<String, String>) -> Result<ReplayContext, Er
         builder = builder.opt_in(OptIn::read_file(path)?);
     }
     if let Some(path) = get(TRUSTED_APPROVERS) {
+        if path.is_empty() {
+            return Err(Error::invalid(
+                TRUSTED_APPROVERS,
+                path,
+                "is set but blank, which would turn the trusted-approvers check off: \
+                 name the file of trusted keys, or unset the variable",
+            ));
+        }
         builder = builder.trusted_approvers(TrustedApprovers::read_file(path)?);
     }
     if !conflicts.is_empty() {
@@ -319,9 +338,7 @@ fn parse_bool(variable: &'static str, value: &str) -> Result<bool, Error> {
 }
 
 fn parse_time(variable: &'static str, value: &str) -> Result<DateTime<Utc>, Error> {
-    DateTime::parse_from_rfc3339(value)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| Error::invalid(variable, value, format!("not an RFC 3339 timestamp ({e})")))
+    crate::parse_rfc3339(variable, value)
 }
 
 /// The window a pair of variables gives: none when both are unset, an instant when they

@@ -52,6 +52,17 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
+    /// A secret file (an approver's key) that group or others may read or write: it is not
+    /// used until its owner alone can.
+    #[error("{what} {path} is open to group or others (mode {mode:04o}): run chmod 600 {path}")]
+    NotPrivate {
+        /// What the file is.
+        what: &'static str,
+        /// Its path.
+        path: String,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// Text that is not what it should be (an opt-in file, a key, a list of trusted
     /// approvers), where the value itself is not worth repeating or must not be.
     #[error("malformed {field}: {problem}")]
@@ -64,6 +75,24 @@ pub enum Error {
     /// The journal could not be opened.
     #[error("opening the journal")]
     Journal(#[source] crate::journal::JournalError),
+    /// Text given where the name of an environment variable belongs (`--secret-env`, a
+    /// routes file's `secret_env`) that is not one, most likely the secret itself: the
+    /// message names the field and never repeats the text.
+    #[error("{field}: {}", crate::EnvVarName::NOT_A_NAME)]
+    NotAVariableName {
+        /// Where the text was given: a flag, a configuration field.
+        field: std::borrow::Cow<'static, str>,
+    },
+    /// An environment variable named by configuration is unset, empty or not UTF-8. The
+    /// message shows the name only when it has no lower-case letter (see
+    /// [`crate::EnvVarName`]) and never the value.
+    #[error("environment variable {variable} {problem}")]
+    Variable {
+        /// The variable.
+        variable: crate::EnvVarName,
+        /// `is not set`, `is empty` or `is not valid UTF-8`.
+        problem: &'static str,
+    },
     /// The data window read from the environment is inverted (its end is before its start).
     #[error(
         "inverted data window from {source_vars}: end {end} is before start {start}; \

@@ -168,6 +168,32 @@ pub fn rfc3339(instant: DateTime<Utc>) -> String {
     instant.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
+/// Parses an RFC 3339 time into UTC; an error names `field`.
+///
+/// A leap second (`23:59:60Z`) is refused: chrono reads it as the second before with a
+/// leap fraction, so it would name, and key, the same instant as a time in that second.
+///
+/// ```
+/// use replaysafe_core::parse_rfc3339;
+/// assert!(parse_rfc3339("REPLAYSAFE_WINDOW_END", "2016-12-31T23:59:59Z").is_ok());
+/// let error = parse_rfc3339("REPLAYSAFE_WINDOW_END", "2016-12-31T23:59:60Z").unwrap_err();
+/// assert!(error.to_string().contains("REPLAYSAFE_WINDOW_END") && error.to_string().contains("leap second"));
+/// ```
+pub fn parse_rfc3339(field: &'static str, text: &str) -> Result<DateTime<Utc>, crate::Error> {
+    let time = DateTime::parse_from_rfc3339(text).map_err(|e| {
+        crate::Error::invalid(field, text, format!("not an RFC 3339 timestamp ({e})"))
+    })?;
+    if chrono::Timelike::nanosecond(&time) >= 1_000_000_000 {
+        return Err(crate::Error::invalid(
+            field,
+            text,
+            "is a leap second (:60), which would name the same instant as the second before it: \
+             use :59 or the next minute's :00",
+        ));
+    }
+    Ok(time.with_timezone(&Utc))
+}
+
 pub(crate) fn hex_array(bytes: &[u8; 32]) -> [u8; 64] {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = [0u8; 64];

@@ -101,6 +101,7 @@ mod policy;
 mod record;
 mod retry;
 mod run;
+mod var_name;
 mod window;
 
 pub use approval::{ApproverKey, TrustedApprovers};
@@ -114,11 +115,12 @@ pub use guard::{Delivered, Guard, GuardLayer, Outcome, Preview, SendError, Suppr
 pub use journal::{
     Journal, JournalRecord, JsonlJournal, MemoryJournal, NoopJournal, TracingJournal,
 };
-pub use key::{IdempotencyKey, rfc3339};
+pub use key::{IdempotencyKey, parse_rfc3339, rfc3339};
 pub use policy::{DEFAULT_CLOCK_SKEW, Mode, OptIn, RecencyPolicy, parse_duration};
 pub use record::{EffectRecord, Step};
 pub use retry::RetryPolicy;
 pub use run::{RunId, RunKind};
+pub use var_name::EnvVarName;
 pub use window::{Window, Windows};
 
 /// What a pipeline author needs in scope: the traits whose methods an author calls

@@ -94,6 +94,18 @@ impl FromStr for RunKind {
     }
 }
 
+/// Whether `c` may not appear in a name that people read and the journal records (a
+/// pipeline, a run id, a backfill id, an opt-in's scope): a control character, or a
+/// bidirectional override or isolate (U+202A to U+202E, U+2066 to U+2069), which reorders
+/// the text around it on screen so that what a reviewer reads is not what is compared.
+pub(crate) fn is_hidden_char(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// What is wrong with a name holding a character [`is_hidden_char`] refuses.
+pub(crate) const HIDDEN_CHARS: &str =
+    "must not contain control characters or bidirectional overrides (U+202A-U+202E, U+2066-U+2069)";
+
 /// Names one execution attempt, such as `scheduled__2026-08-06T01:00:00Z__attempt_2`.
 ///
 /// A run id is **not** an idempotency key: retries get new run ids, the logical
@@ -103,18 +115,15 @@ impl FromStr for RunKind {
 pub struct RunId(String);
 
 impl RunId {
-    /// A non-empty id without control characters.
+    /// A non-empty id without control characters or bidirectional overrides and isolates
+    /// (U+202A to U+202E, U+2066 to U+2069), which reorder what a reviewer reads on screen.
     pub fn new(id: impl Into<String>) -> Result<Self, Error> {
         let id = id.into();
         if id.trim().is_empty() {
             return Err(Error::invalid("run_id", id, "must not be empty"));
         }
-        if id.chars().any(char::is_control) {
-            return Err(Error::invalid(
-                "run_id",
-                id,
-                "must not contain control characters",
-            ));
+        if id.chars().any(is_hidden_char) {
+            return Err(Error::invalid("run_id", id, HIDDEN_CHARS));
         }
         Ok(RunId(id))
     }
@@ -166,6 +175,17 @@ mod tests {
     fn run_id_rejects_empty_and_control() {
         assert!(RunId::new("  ").is_err());
         assert!(RunId::new("a\nb").is_err());
+        for hidden in ['\u{202A}', '\u{202E}', '\u{2066}', '\u{2069}'] {
+            let error = RunId::new(format!("backfill__{hidden}x"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains("run_id") && error.contains("bidirectional"),
+                "{error}"
+            );
+            assert!(!error.contains(hidden), "{error}");
+        }
+        assert!(RunId::new("backfill__\u{2065}x").is_ok());
         assert_eq!(RunId::new("manual__x").unwrap().as_str(), "manual__x");
     }
 }

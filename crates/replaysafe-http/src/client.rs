@@ -21,6 +21,34 @@ const DETAIL_CHARS: usize = 200;
 /// Headers no configuration may set: the transport owns them.
 const ALWAYS_RESERVED: [&str; 3] = ["content-length", "host", "transfer-encoding"];
 
+/// Headers whose values are credentials, in lower case: configuration gives them only as
+/// secret headers ([`HttpClientBuilder::secret_header`], [`HttpClientBuilder::bearer_token`],
+/// [`HttpClientBuilder::basic_auth`]), never as plain ones, so that their values are kept
+/// out of `Debug`, logs and errors, and out of command lines and configuration files.
+pub const CREDENTIAL_HEADERS: [&str; 6] = [
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-api-key",
+    "api-key",
+    "x-auth-token",
+];
+
+/// The lower-case name from [`CREDENTIAL_HEADERS`] that `name` is (in any case, blanks
+/// around it ignored), when it is one: a front end refuses such a header given inline and
+/// points to its secret form, naming the header as this returns it.
+///
+/// ```
+/// assert_eq!(replaysafe_http::credential_header(" Proxy-Authorization"), Some("proxy-authorization"));
+/// assert_eq!(replaysafe_http::credential_header("X-Team"), None);
+/// ```
+pub fn credential_header(name: &str) -> Option<&'static str> {
+    let name = name.trim();
+    CREDENTIAL_HEADERS
+        .into_iter()
+        .find(|credential| credential.eq_ignore_ascii_case(name))
+}
+
 /// Configures an [`HttpClient`]. Defaults: a 15 s timeout, the default [`SsrfPolicy`]
 /// (internal addresses refused), no extra headers.
 ///
@@ -84,7 +112,10 @@ impl HttpClientBuilder {
         self
     }
 
-    /// A header sent on every request; its value is not a secret.
+    /// A header sent on every request; its value is not a secret. A header whose value is
+    /// a credential ([`CREDENTIAL_HEADERS`]: `Authorization`, `Proxy-Authorization`, ...)
+    /// is refused by [`build`](Self::build): give it with
+    /// [`secret_header`](Self::secret_header).
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers
             .push((name.to_owned(), HeaderText::Plain(value.to_owned())));
@@ -136,6 +167,16 @@ impl HttpClientBuilder {
                     "header",
                     format!(
                         "{header} is set by the client on every request and cannot be configured"
+                    ),
+                ));
+            }
+            if let (HeaderText::Plain(_), Some(credential)) =
+                (&value, credential_header(header.as_str()))
+            {
+                return Err(Error::config(
+                    "header",
+                    format!(
+                        "{credential} carries credentials and is never a plain header: give it as a secret header"
                     ),
                 ));
             }
@@ -379,6 +420,9 @@ mod tests {
             ("Content-Length", "3"),
             ("bad header", "x"),
             ("x-ok", "line\r\nbreak"),
+            ("Authorization", "Bearer canary"),
+            ("PROXY-AUTHORIZATION", "Basic canary"),
+            ("Cookie", "session=canary"),
         ] {
             let error = HttpClient::builder("t")
                 .reserve_headers(&["idempotency-key"])
@@ -386,6 +430,14 @@ mod tests {
                 .build()
                 .unwrap_err();
             assert_eq!(error.field(), Some("header"), "{name}");
+            assert!(!error.to_string().contains("canary"), "{error}");
+        }
+        // The same headers given as secrets are accepted.
+        for name in CREDENTIAL_HEADERS {
+            HttpClient::builder("t")
+                .secret_header(name, "canary".into())
+                .build()
+                .unwrap();
         }
         let error = HttpClient::builder("t")
             .secret_header("x-api-key", "canary\nvalue".into())

@@ -7,9 +7,10 @@
 //!   it as scheme, host, port and path at most, never a query string or a credential
 //!   ([`Endpoint::secret`] shows a URL that is itself a secret as its origin only);
 //! - [`HttpClient`]: reqwest with redirects never followed, no proxy, a timeout, secret
-//!   headers marked sensitive, and the [`SsrfPolicy`] (loopback, private, link-local,
-//!   CGNAT and other internal addresses refused unless allow-listed, checked on the
-//!   address actually connected to);
+//!   headers marked sensitive (and [`CREDENTIAL_HEADERS`] accepted only as secret ones),
+//!   and the [`SsrfPolicy`] (loopback, private, link-local, CGNAT and other internal
+//!   addresses refused unless allow-listed, checked on the address actually connected to;
+//!   an allow-list never opens a catch-all network);
 //! - [`classify_status`]: 2xx success; 408, 425, 429 and 5xx transient, with the
 //!   receiver's `Retry-After`; 410 gone; 3xx and other 4xx permanent;
 //! - [`Error`]: one opaque error shape with [`Classify`](replaysafe_core::Classify)
@@ -41,7 +42,10 @@ mod error;
 mod ssrf;
 
 pub use classify::{ResponseClass, classify_status, classify_status_at, parse_retry_after};
-pub use client::{Call, DEFAULT_TIMEOUT, HttpClient, HttpClientBuilder, drain};
+pub use client::{
+    CREDENTIAL_HEADERS, Call, DEFAULT_TIMEOUT, HttpClient, HttpClientBuilder, credential_header,
+    drain,
+};
 pub use endpoint::Endpoint;
 pub use error::Error;
 pub use reqwest::Method;

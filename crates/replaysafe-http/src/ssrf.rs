@@ -55,7 +55,9 @@ impl SsrfPolicy {
         self
     }
 
-    /// Allows every address in `network`, whatever the host name.
+    /// Allows every address in `network`, whatever the host name. The network is taken as
+    /// given; text from configuration goes through [`allow`](Self::allow), which refuses
+    /// catch-all networks.
     pub fn allow_network(mut self, network: IpNetwork) -> Self {
         self.allowed_networks.push(network);
         self
@@ -67,7 +69,11 @@ impl SsrfPolicy {
     /// [`allow_host`](Self::allow_host).
     ///
     /// Anything else is refused rather than kept as a host that could never match: a
-    /// malformed network (`10.0.0.0/33`), a wildcard, a URL, an empty entry.
+    /// malformed network (`10.0.0.0/33`), a wildcard, a URL, an empty entry. So is a network
+    /// too broad to be an exception ([`IpNetwork::is_catch_all`]: `0.0.0.0/0`, `::/0`, an
+    /// IPv4 prefix shorter than /8, an IPv6 prefix shorter than /32, or IPv4 in IPv6
+    /// clothing of the same breadth), which would turn the guard off rather than open a
+    /// hole in it.
     ///
     /// ```
     /// use replaysafe_http::SsrfPolicy;
@@ -77,6 +83,8 @@ impl SsrfPolicy {
     /// assert!(policy.check("airflow.internal", "10.1.2.3".parse()?).is_ok());
     /// assert!(SsrfPolicy::default().allow("127.0.0.0/33").is_err());
     /// assert!(SsrfPolicy::default().allow("*.internal").is_err());
+    /// assert!(SsrfPolicy::default().allow("0.0.0.0/0").is_err());
+    /// assert!(SsrfPolicy::default().allow("::/0").is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn allow(self, entry: &str) -> Result<Self, InvalidAllowEntry> {
@@ -88,7 +96,13 @@ impl SsrfPolicy {
         if trimmed.contains('/') {
             let network = trimmed
                 .parse::<IpNetwork>()
-                .map_err(|_| invalid("not a network such as 10.0.0.0/8 or fd00::/8"))?;
+                .map_err(|_| invalid("not a network such as 10.0.0.0/8 or fd12:3456::/32"))?;
+            if network.is_catch_all() {
+                return Err(invalid(
+                    "a catch-all network would turn the SSRF guard off: allow a host, or a network \
+                     of at least /8 for IPv4 and /32 for IPv6",
+                ));
+            }
             return Ok(self.allow_network(network));
         }
         let bare = trimmed
@@ -457,6 +471,54 @@ impl IpNetwork {
     }
 }
 
+/// The shortest prefixes an allow-list may open: /8 for IPv4, /32 for IPv6.
+const NARROWEST_V4: u8 = 8;
+const NARROWEST_V6: u8 = 32;
+
+/// IPv6 prefixes of 96 bits whose last 32 bits are an IPv4 address: mapped
+/// (`::ffff:0:0/96`), compatible (`::/96`) and NAT64 (`64:ff9b::/96`).
+const IPV4_IN_IPV6: [Ipv6Addr; 3] = [
+    Ipv6Addr::new(0, 0, 0, 0, 0, 0xffff, 0, 0),
+    Ipv6Addr::UNSPECIFIED,
+    Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, 0, 0),
+];
+
+impl IpNetwork {
+    /// Whether the network is too broad to be an exception to the SSRF guard: an IPv4
+    /// prefix shorter than /8 (`0.0.0.0/0`), an IPv6 prefix shorter than /32 (`::/0`), or an
+    /// IPv6 network that holds IPv4 addresses mapped, compatible or translated (NAT64) as
+    /// broadly (`::ffff:0:0/96`, `::/32`, `::ffff:0.0.0.0/100`).
+    ///
+    /// ```
+    /// use replaysafe_http::IpNetwork;
+    /// let catch_all = |text: &str| text.parse::<IpNetwork>().unwrap().is_catch_all();
+    /// assert!(catch_all("0.0.0.0/0") && catch_all("10.0.0.0/7") && catch_all("::/0"));
+    /// assert!(catch_all("fd00::/8") && catch_all("::ffff:0:0/96"));
+    /// assert!(!catch_all("10.0.0.0/8") && !catch_all("fd12:3456::/32") && !catch_all("::ffff:127.0.0.0/104"));
+    /// ```
+    pub fn is_catch_all(&self) -> bool {
+        match self.address {
+            IpAddr::V4(_) => self.prefix < NARROWEST_V4,
+            IpAddr::V6(address) => {
+                self.prefix < NARROWEST_V6
+                    || IPV4_IN_IPV6.into_iter().any(|base| {
+                        if self.prefix <= 96 {
+                            // The network holds the whole /96, so every IPv4 address.
+                            self.contains(IpAddr::V6(base))
+                        } else {
+                            let embedding = IpNetwork {
+                                address: IpAddr::V6(base),
+                                prefix: 96,
+                            };
+                            embedding.contains(IpAddr::V6(address))
+                                && self.prefix - 96 < NARROWEST_V4
+                        }
+                    })
+            }
+        }
+    }
+}
+
 impl fmt::Display for IpNetwork {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.address, self.prefix)
@@ -474,7 +536,7 @@ pub struct InvalidAllowEntry {
 /// Why a network could not be parsed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "invalid network {0:?}: expected an address or address/prefix, such as 10.0.0.0/8 or fd00::/8"
+    "invalid network {0:?}: expected an address or address/prefix, such as 10.0.0.0/8 or fd12:3456::/32"
 )]
 pub struct InvalidNetwork(String);
 
@@ -624,6 +686,55 @@ mod tests {
             policy
                 .check("anything.example", "127.0.0.2".parse().unwrap())
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn catch_all_networks_are_refused_naming_the_entry() {
+        for entry in [
+            "0.0.0.0/0",
+            "::/0",
+            "10.0.0.0/7",
+            "128.0.0.0/1",
+            " 0.0.0.0/0 ",
+            "fd00::/8",
+            "2000::/3",
+            "fe80::/31",
+            "::/32",
+            "::/96",
+            "::ffff:0:0/96",
+            "::ffff:0.0.0.0/100",
+            "64:ff9b::/96",
+            "64:ff9b::/103",
+            "[::]/0",
+        ] {
+            let error = SsrfPolicy::default().allow(entry).unwrap_err().to_string();
+            assert!(
+                error.starts_with(&format!(
+                    "invalid allow-list entry {entry:?}: a catch-all network"
+                )),
+                "{error}"
+            );
+        }
+        for entry in [
+            "10.0.0.0/8",
+            "127.0.0.0/8",
+            "169.254.169.254/32",
+            "fd12:3456::/32",
+            "fe80::/32",
+            "::1/128",
+            "::ffff:127.0.0.0/104",
+            "64:ff9b::a00:0/104",
+            "0.0.0.0",
+            "::",
+        ] {
+            assert!(SsrfPolicy::default().allow(entry).is_ok(), "{entry}");
+        }
+        // What a catch-all would have let through: every internal address.
+        let wide = SsrfPolicy::default().allow_network("0.0.0.0/0".parse().unwrap());
+        assert!(
+            wide.check("metadata", "169.254.169.254".parse().unwrap())
+                .is_ok()
         );
     }
 

@@ -6,7 +6,7 @@ use replaysafe_alert::{
 };
 
 use super::{
-    AllowHosts, Common, Ended, Utf8Text, context_and_journal, flag_for, parse_pair,
+    AllowHosts, Common, Ended, EnvVar, Utf8Text, context_and_journal, flag_for, parse_pair,
     secret_from_env, send_one,
 };
 
@@ -21,18 +21,18 @@ pub struct AlertArgs {
     /// Alertmanager base URL (API v2).
     #[arg(long, value_name = "BASE_URL", value_parser = Utf8Text)]
     pub alertmanager: Option<String>,
-    /// Environment variable holding a PagerDuty Events v2 routing key.
-    #[arg(long, value_name = "VARIABLE", value_parser = Utf8Text)]
-    pub pagerduty_routing_key_env: Option<String>,
+    /// Environment variable holding a PagerDuty Events v2 routing key: its name, never the key.
+    #[arg(long, value_name = "VARIABLE", value_parser = EnvVar)]
+    pub pagerduty_routing_key_env: Option<replaysafe_core::EnvVarName>,
     /// PagerDuty Events API base URL (default https://events.pagerduty.com).
     #[arg(long, value_name = "BASE_URL", value_parser = Utf8Text, requires = "pagerduty_routing_key_env")]
     pub pagerduty_url: Option<String>,
     /// The name the journal shows for the routing key (default events-v2).
     #[arg(long, value_name = "LABEL", value_parser = Utf8Text, requires = "pagerduty_routing_key_env")]
     pub service: Option<String>,
-    /// Environment variable holding a Slack incoming-webhook URL (the whole URL is a secret).
-    #[arg(long, value_name = "VARIABLE", value_parser = Utf8Text)]
-    pub slack_url_env: Option<String>,
+    /// Environment variable holding a Slack incoming-webhook URL (the whole URL is a secret): its name, never the URL.
+    #[arg(long, value_name = "VARIABLE", value_parser = EnvVar)]
+    pub slack_url_env: Option<replaysafe_core::EnvVarName>,
     /// The name the journal shows for the Slack webhook, such as data-alerts.
     #[arg(long, value_name = "LABEL", value_parser = Utf8Text, requires = "slack_url_env")]
     pub channel: Option<String>,
@@ -45,14 +45,14 @@ pub struct AlertArgs {
     /// The Slack message's text.
     #[arg(long, value_parser = Utf8Text, requires = "slack_url_env")]
     pub text: Option<String>,
-    /// Severity (Alertmanager label severity, PagerDuty severity).
-    #[arg(long, value_enum, default_value = "error")]
-    pub severity: SeverityArg,
-    /// A label, NAME=VALUE (repeatable; Alertmanager and PagerDuty).
-    #[arg(long = "label", value_name = "NAME=VALUE", value_parser = Utf8Text)]
+    /// Severity, default error: Alertmanager's label severity, PagerDuty's severity (a Slack message has none). --label severity=X says the same.
+    #[arg(long, value_enum, conflicts_with = "slack_url_env")]
+    pub severity: Option<SeverityArg>,
+    /// A label, NAME=VALUE (repeatable; Alertmanager and PagerDuty); severity=X is taken as --severity X.
+    #[arg(long = "label", value_name = "NAME=VALUE", value_parser = Utf8Text, conflicts_with = "slack_url_env")]
     pub labels: Vec<String>,
-    /// An annotation (PagerDuty: a custom detail), NAME=VALUE (repeatable).
-    #[arg(long = "annotation", value_name = "NAME=VALUE", value_parser = Utf8Text)]
+    /// An annotation (PagerDuty: a custom detail), NAME=VALUE (repeatable; not for Slack).
+    #[arg(long = "annotation", value_name = "NAME=VALUE", value_parser = Utf8Text, conflicts_with = "slack_url_env")]
     pub annotations: Vec<String>,
     /// Send the alert's resolve instead of its trigger (same name and labels).
     #[arg(long)]
@@ -124,11 +124,32 @@ fn alert(args: &AlertArgs, receiver: &str) -> anyhow::Result<Alert> {
         (None, true) => name,
         (None, false) => bail!("--summary is required with {receiver}"),
     };
-    let mut alert = Alert::trigger(name, summary).with_severity(args.severity.into());
+    let mut alert = Alert::trigger(name, summary);
+    // Alertmanager users write the severity as a label: it is --severity by another name.
+    let mut labelled: Option<SeverityArg> = None;
     for text in &args.labels {
         let (name, value) = parse_pair("--label", text)?;
-        alert = alert.with_label(name, value);
+        if name != "severity" {
+            alert = alert.with_label(name, value);
+            continue;
+        }
+        let severity = <SeverityArg as clap::ValueEnum>::from_str(&value, false).map_err(|_| {
+            anyhow!("--label: severity must be critical, error, warning or info (it is --severity)")
+        })?;
+        if labelled.is_some_and(|earlier| earlier != severity) {
+            bail!("--label: severity is given twice, with different values");
+        }
+        labelled = Some(severity);
     }
+    let severity = match (args.severity, labelled) {
+        (Some(flag), Some(label)) if flag != label => bail!(
+            "--severity {} and --label severity={} disagree: give the severity once",
+            Severity::from(flag),
+            Severity::from(label)
+        ),
+        (flag, label) => flag.or(label).unwrap_or(SeverityArg::Error),
+    };
+    alert = alert.with_severity(severity.into());
     for text in &args.annotations {
         let (name, value) = parse_pair("--annotation", text)?;
         alert = alert.with_detail(name, value);

@@ -17,7 +17,7 @@ pub struct EmailRequest {
     /// Login user.
     pub user: Option<String>,
     /// Variable holding the password.
-    pub password_env: Option<String>,
+    pub password_env: Option<replaysafe_core::EnvVarName>,
     /// Extra trusted root certificate (PEM file).
     pub ca_file: Option<PathBuf>,
     /// Sender.

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use anyhow::{Context, anyhow, bail};
 use chrono::TimeDelta;
 use replaysafe_core::{
-    Classify, EffectClient, EffectKind, Guard, JsonlJournal, Outcome, RedactionPolicy,
+    Classify, EffectClient, EffectKind, EnvVarName, Guard, JsonlJournal, Outcome, RedactionPolicy,
     ReplayContext, SendError, TargetRedaction,
 };
 use replaysafe_webhook::SsrfPolicy;
@@ -79,6 +79,22 @@ impl Redact {
     }
 }
 
+/// The flag `argument` is, as errors name it: `--secret-env`.
+fn flag_of(argument: Option<&clap::Arg>) -> String {
+    argument
+        .and_then(clap::Arg::get_long)
+        .map_or_else(|| "a flag".to_owned(), |long| format!("--{long}"))
+}
+
+/// A clap error for `command` whose message is `message`, never the value given.
+fn value_error(
+    command: &clap::Command,
+    kind: clap::error::ErrorKind,
+    message: String,
+) -> clap::Error {
+    clap::Error::raw(kind, format!("{message}\n")).with_cmd(command)
+}
+
 /// A clap value parser for text flags: the value must be UTF-8. The error names the flag
 /// and does not repeat the value, which may be a secret.
 #[derive(Clone, Copy, Debug, Default)]
@@ -94,15 +110,65 @@ impl clap::builder::TypedValueParser for Utf8Text {
         value: &OsStr,
     ) -> Result<String, clap::Error> {
         value.to_str().map(str::to_owned).ok_or_else(|| {
-            let flag = argument
-                .and_then(clap::Arg::get_long)
-                .map_or_else(|| "a flag".to_owned(), |long| format!("--{long}"));
-            clap::Error::raw(
+            value_error(
+                command,
                 clap::error::ErrorKind::InvalidUtf8,
-                format!("{flag}: the value is not valid UTF-8\n"),
+                format!("{}: the value is not valid UTF-8", flag_of(argument)),
             )
-            .with_cmd(command)
         })
+    }
+}
+
+/// A clap value parser for the `--…-env VARIABLE` flags: the value must be a variable name
+/// ([`EnvVarName`]); anything else, most likely the secret itself pasted in its place, is
+/// refused as "not a variable name", naming the flag and never repeating the value.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EnvVar;
+
+impl clap::builder::TypedValueParser for EnvVar {
+    type Value = EnvVarName;
+
+    fn parse_ref(
+        &self,
+        command: &clap::Command,
+        argument: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<EnvVarName, clap::Error> {
+        EnvVarName::parse(flag_of(argument), value.to_str().unwrap_or_default()).map_err(|e| {
+            value_error(
+                command,
+                clap::error::ErrorKind::ValueValidation,
+                e.to_string(),
+            )
+        })
+    }
+}
+
+/// A clap value parser for `--secret-header-env NAME=VARIABLE`: the header's name and the
+/// variable holding its value, a [`EnvVarName`]. Errors never repeat the value.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SecretHeaderEnv;
+
+impl clap::builder::TypedValueParser for SecretHeaderEnv {
+    type Value = (String, EnvVarName);
+
+    fn parse_ref(
+        &self,
+        command: &clap::Command,
+        argument: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<(String, EnvVarName), clap::Error> {
+        let flag = flag_of(argument);
+        let invalid = |message: String| {
+            value_error(command, clap::error::ErrorKind::ValueValidation, message)
+        };
+        let (name, variable) = value
+            .to_str()
+            .and_then(|text| text.split_once('='))
+            .ok_or_else(|| invalid(format!("{flag}: expected NAME=VARIABLE")))?;
+        let variable =
+            EnvVarName::parse(flag.clone(), variable.trim()).map_err(|e| invalid(e.to_string()))?;
+        Ok((name.trim().to_owned(), variable))
     }
 }
 
@@ -118,20 +184,12 @@ pub fn text_or_file(flag: &str, value: &str) -> anyhow::Result<String> {
 }
 
 /// The value of `variable`, which must be set, non-empty and UTF-8. Errors name the flag
-/// and the variable, never the value.
-fn env_text(flag: &str, variable: &str) -> anyhow::Result<String> {
-    match std::env::var_os(variable) {
-        None => bail!("{flag}: environment variable {variable} is not set"),
-        Some(value) if value.is_empty() => {
-            bail!("{flag}: environment variable {variable} is empty")
-        }
-        Some(value) => value
-            .into_string()
-            .map_err(|_| anyhow!("{flag}: environment variable {variable} is not valid UTF-8")),
-    }
+/// and the variable (when it may be shown, see [`EnvVarName`]), never the value.
+fn env_text(flag: &str, variable: &EnvVarName) -> anyhow::Result<String> {
+    variable.read().map_err(|e| anyhow!("{flag}: {e}"))
 }
 
-fn secret_from_env(flag: &str, variable: &str) -> anyhow::Result<SecretString> {
+fn secret_from_env(flag: &str, variable: &EnvVarName) -> anyhow::Result<SecretString> {
     env_text(flag, variable).map(SecretString::from)
 }
 

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use anyhow::anyhow;
 use replaysafe_sftp::{FileDrop, SftpClient};
 
-use super::{Common, Ended, Utf8Text, context_and_journal, flag_for, secret_from_env, send_one};
+use super::{
+    Common, Ended, EnvVar, Utf8Text, context_and_journal, flag_for, secret_from_env, send_one,
+};
 
 /// The flags of `send sftp`.
 #[derive(Debug, clap::Args)]
@@ -26,12 +28,12 @@ pub struct SftpArgs {
         conflicts_with = "password_env"
     )]
     pub key: Option<PathBuf>,
-    /// Environment variable holding the key's passphrase.
-    #[arg(long, value_name = "VARIABLE", value_parser = Utf8Text, requires = "key")]
-    pub passphrase_env: Option<String>,
-    /// Environment variable holding the login password, instead of a key.
-    #[arg(long, value_name = "VARIABLE", value_parser = Utf8Text)]
-    pub password_env: Option<String>,
+    /// Environment variable holding the key's passphrase: its name, never the passphrase.
+    #[arg(long, value_name = "VARIABLE", value_parser = EnvVar, requires = "key")]
+    pub passphrase_env: Option<replaysafe_core::EnvVarName>,
+    /// Environment variable holding the login password, instead of a key: its name, never the password.
+    #[arg(long, value_name = "VARIABLE", value_parser = EnvVar)]
+    pub password_env: Option<replaysafe_core::EnvVarName>,
     /// OpenSSH known_hosts file holding the server's host key ([host]:port for a port other than 22); unknown keys are refused.
     #[arg(long)]
     pub known_hosts: PathBuf,

@@ -4,7 +4,7 @@ use anyhow::{anyhow, bail};
 use replaysafe_webhook::{Trigger, TriggerClient};
 
 use super::{
-    AllowHosts, Common, Ended, Redact, Utf8Text, context_and_journal, flag_for, json_value,
+    AllowHosts, Common, Ended, EnvVar, Redact, Utf8Text, context_and_journal, flag_for, json_value,
     secret_from_env, send_one,
 };
 
@@ -24,9 +24,9 @@ pub struct TriggerArgs {
     /// Airflow user to log in as: the password (--password-env) is exchanged for a JWT at BASE_URL/auth/token.
     #[arg(long, value_parser = Utf8Text, requires_all = ["airflow", "password_env"])]
     pub user: Option<String>,
-    /// Environment variable holding the Airflow user's password.
-    #[arg(long, value_name = "VARIABLE", value_parser = Utf8Text, requires = "user")]
-    pub password_env: Option<String>,
+    /// Environment variable holding the Airflow user's password: its name, never the password.
+    #[arg(long, value_name = "VARIABLE", value_parser = EnvVar, requires = "user")]
+    pub password_env: Option<replaysafe_core::EnvVarName>,
     /// Trigger URL: posts the trigger, the pipeline, the window and --data as JSON.
     #[arg(long, value_parser = Utf8Text)]
     pub url: Option<String>,
@@ -36,9 +36,9 @@ pub struct TriggerArgs {
     /// Trigger name: the message type (default trigger).
     #[arg(long, value_parser = Utf8Text, requires = "url")]
     pub message_type: Option<String>,
-    /// Environment variable holding a bearer token (instead of --user and --password-env).
-    #[arg(long, value_name = "VARIABLE", value_parser = Utf8Text, conflicts_with = "user")]
-    pub token_env: Option<String>,
+    /// Environment variable holding a bearer token (instead of --user and --password-env): its name, never the token.
+    #[arg(long, value_name = "VARIABLE", value_parser = EnvVar, conflicts_with = "user")]
+    pub token_env: Option<replaysafe_core::EnvVarName>,
     #[command(flatten)]
     #[allow(missing_docs, reason = "flattened: its fields carry the help")]
     pub ssrf: AllowHosts,

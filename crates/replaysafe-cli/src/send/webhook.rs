@@ -1,6 +1,7 @@
 //! `replaysafe send webhook`.
 
-use anyhow::anyhow;
+use anyhow::{anyhow, bail};
+use replaysafe_core::EnvVarName;
 
 use super::{
     Common, Ended, Redact, context_and_journal, env_text, secret_from_env, send_one, ssrf_policy,
@@ -12,7 +13,7 @@ pub enum UrlSource {
     /// `--url URL`.
     Flag(String),
     /// `--url-env VARIABLE`: the whole URL, query and path secrets included, from the environment.
-    Env(String),
+    Env(EnvVarName),
 }
 
 impl UrlSource {
@@ -43,31 +44,32 @@ pub struct WebhookRequest {
     pub data: serde_json::Value,
     /// Plain headers as given, `NAME:VALUE`.
     pub headers: Vec<String>,
-    /// Headers whose values come from environment variables, `NAME=VARIABLE`.
-    pub secret_headers: Vec<String>,
+    /// Headers whose values come from environment variables: header name and variable.
+    pub secret_headers: Vec<(String, EnvVarName)>,
     /// Variable holding a `whsec_` signing secret.
-    pub secret_env: Option<String>,
+    pub secret_env: Option<EnvVarName>,
     /// Hosts, addresses or CIDR networks the SSRF guard lets through.
     pub allow_hosts: Vec<String>,
     /// How the endpoint appears on stderr and in the journal.
     pub redact: Redact,
 }
 
-/// `NAME:VALUE`; the error does not repeat the text, whose value part may be a secret.
+/// `NAME:VALUE`; the error does not repeat the text, whose value part may be a secret. A
+/// header that carries credentials (`Authorization`, `Proxy-Authorization`, ...) is refused
+/// here, naming only the header: its value belongs in `--secret-header-env`.
 fn parse_header(text: &str) -> anyhow::Result<(String, String)> {
     let (name, value) = text.split_once(':').ok_or_else(|| {
         anyhow!(
             "--header: expected NAME:VALUE (secret values go in --secret-header-env NAME=VARIABLE)"
         )
     })?;
+    if let Some(credential) = replaysafe_http::credential_header(name) {
+        bail!(
+            "--header: {credential} carries credentials and is never given inline: \
+             put its value in an environment variable and pass --secret-header-env {credential}=VARIABLE"
+        );
+    }
     Ok((name.trim().to_owned(), value.trim().to_owned()))
-}
-
-fn parse_secret_header(text: &str) -> anyhow::Result<(String, String)> {
-    let (name, variable) = text
-        .split_once('=')
-        .ok_or_else(|| anyhow!("--secret-header-env: expected NAME=VARIABLE"))?;
-    Ok((name.trim().to_owned(), variable.trim().to_owned()))
 }
 
 /// The flag behind a webhook configuration field.
@@ -100,9 +102,8 @@ pub async fn webhook(request: WebhookRequest, common: &Common) -> anyhow::Result
         let (name, value) = parse_header(text)?;
         builder = builder.header(&name, &value);
     }
-    for text in &request.secret_headers {
-        let (name, variable) = parse_secret_header(text)?;
-        builder = builder.secret_header(&name, secret_from_env("--secret-header-env", &variable)?);
+    for (name, variable) in &request.secret_headers {
+        builder = builder.secret_header(name, secret_from_env("--secret-header-env", variable)?);
     }
     if let Some(variable) = &request.secret_env {
         builder = builder.signing_secret(secret_from_env("--secret-env", variable)?);

@@ -11,3 +11,4 @@ mod send_kinds;
 mod snapshots;
 mod sources;
 mod support;
+mod trust;

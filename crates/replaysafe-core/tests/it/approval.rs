@@ -401,3 +401,58 @@ fn an_opt_ins_targets_are_journaled_redacted_as_the_effects_target_is() {
     assert!(!line.contains("ana@"), "{line}");
     assert!(line.contains("\"targets\":[\"*@shop.example\"]"), "{line}");
 }
+
+#[test]
+fn a_secret_key_file_open_to_group_or_others_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let files = Files::new();
+    let path = files.write("jane.key", &jane().to_secret_file());
+    for mode in [0o644, 0o640, 0o604, 0o620, 0o660, 0o777] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        let error = ApproverKey::read_file(&path).unwrap_err();
+        assert!(
+            matches!(error, replaysafe_core::Error::NotPrivate { .. }),
+            "{mode:o}: {error:?}"
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains(&path.display().to_string())
+                && text.contains(&format!("chmod 600 {}", path.display())),
+            "{text}"
+        );
+        // Never the secret.
+        assert!(!text.contains(jane().to_secret_file().split(' ').nth(2).unwrap().trim()));
+    }
+    for mode in [0o600, 0o400] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        assert_eq!(
+            ApproverKey::read_file(&path).unwrap().public_key(),
+            jane().public_key()
+        );
+    }
+}
+
+#[test]
+fn a_leap_second_expiry_and_hidden_characters_in_a_file_are_refused() {
+    let text = opt_in().to_file_json().unwrap();
+    let expiry = replaysafe_core::rfc3339(now() + TimeDelta::days(1));
+    let leap = text.replace(&expiry, "2026-08-06T23:59:60Z");
+    assert_ne!(leap, text);
+    let error = OptIn::from_file_json(&leap).unwrap_err().to_string();
+    assert!(
+        error.contains("opt_in.expires_at") && error.contains("leap second"),
+        "{error}"
+    );
+    for (from, to, field) in [
+        ("daily_orders", "daily_\u{202E}orders", "opt_in.pipeline"),
+        ("bf-2026-07", "bf-\u{2066}2026-07", "opt_in.backfill_id"),
+    ] {
+        let error = OptIn::from_file_json(&text.replace(from, to))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(field) && error.contains("bidirectional"),
+            "{error}"
+        );
+    }
+}

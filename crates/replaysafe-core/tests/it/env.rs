@@ -349,3 +349,38 @@ fn replay_flag_values() {
         assert_eq!(cx.is_replay(), expected);
     }
 }
+
+#[test]
+fn trusted_approvers_set_but_blank_is_an_error_naming_it() {
+    let base = [
+        ("REPLAYSAFE_PIPELINE", "p"),
+        ("REPLAYSAFE_RUN_ID", "r"),
+        ("REPLAYSAFE_RUN_KIND", "backfill"),
+        WINDOW[0],
+        WINDOW[1],
+    ];
+    // Unset, the check is off.
+    let cx = resolve(&base).unwrap();
+    assert!(cx.trusted_approvers().is_none());
+    for blank in ["", " ", "\t\n"] {
+        let mut vars = base.to_vec();
+        vars.push(("REPLAYSAFE_TRUSTED_APPROVERS", blank));
+        let err = resolve(&vars).unwrap_err();
+        assert!(matches!(err, Error::Invalid { .. }), "{blank:?}: {err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains("REPLAYSAFE_TRUSTED_APPROVERS") && text.contains("blank"),
+            "{text}"
+        );
+        // The same from the operating system's variables.
+        let os = vars
+            .iter()
+            .map(|(k, v)| (std::ffi::OsString::from(k), std::ffi::OsString::from(v)));
+        let err = ReplayContext::from_vars_os(os).unwrap_err().to_string();
+        assert!(err.contains("REPLAYSAFE_TRUSTED_APPROVERS"), "{err}");
+    }
+    // Other blank variables still count as unset.
+    let mut vars = base.to_vec();
+    vars.extend([("REPLAYSAFE_OPT_IN", " "), ("REPLAYSAFE_MODE", "")]);
+    assert!(resolve(&vars).is_ok());
+}

@@ -371,15 +371,197 @@ fn control_characters_are_refused_in_names() {
         ("REPLAYSAFE_PIPELINE", "orders\u{1b}[31m", "pipeline"),
         ("REPLAYSAFE_RUN_ID", "run\r\n1", "run_id"),
         ("REPLAYSAFE_BACKFILL_ID", "bf\u{7}", "backfill_id"),
+        // Bidirectional overrides and isolates reorder what a reviewer reads.
+        ("REPLAYSAFE_PIPELINE", "orders\u{202E}lanif", "pipeline"),
+        (
+            "REPLAYSAFE_RUN_ID",
+            "scheduled__\u{2066}x\u{2069}",
+            "run_id",
+        ),
+        ("REPLAYSAFE_BACKFILL_ID", "bf-\u{202A}2026", "backfill_id"),
+        ("AIRFLOW_CTX_DAG_ID", "dag\u{2067}", "pipeline"),
+        ("AIRFLOW_CTX_DAG_RUN_ID", "backfill__\u{202D}x", "run_id"),
     ] {
         let mut vars = base.to_vec();
-        vars.retain(|(n, _)| *n != name);
+        let replaces = match name {
+            "AIRFLOW_CTX_DAG_ID" => "REPLAYSAFE_PIPELINE",
+            "AIRFLOW_CTX_DAG_RUN_ID" => "REPLAYSAFE_RUN_ID",
+            other => other,
+        };
+        vars.retain(|(n, _)| *n != replaces);
         vars.push((name, value));
         let err = resolve_at(&vars, at(2026, 8, 6, 0))
             .unwrap_err()
             .to_string();
         assert!(err.contains(field) && err.contains("control"), "{err}");
-        assert!(!err.contains('\u{1b}') && !err.contains('\r'), "{err:?}");
+        let hidden = |c: char| {
+            c.is_control()
+                || ('\u{202A}'..='\u{202E}').contains(&c)
+                || ('\u{2066}'..='\u{2069}').contains(&c)
+        };
+        assert!(!err.chars().any(hidden), "{err:?}");
+    }
+    // Other format characters are not refused: only those that reorder or hide text.
+    let mut vars = base.to_vec();
+    vars.retain(|(n, _)| *n != "REPLAYSAFE_PIPELINE");
+    vars.push(("REPLAYSAFE_PIPELINE", "orders\u{2065}\u{202F}"));
+    assert!(resolve_at(&vars, at(2026, 8, 6, 0)).is_ok());
+}
+
+#[test]
+fn a_current_run_that_carries_a_backfill_id_conflicts() {
+    let now = at(2026, 8, 5, 12);
+    let window = [
+        ("REPLAYSAFE_WINDOW_START", "2026-08-05T06:00:00Z"),
+        ("REPLAYSAFE_WINDOW_END", "2026-08-05T12:00:00Z"),
+    ];
+    let explicit = |kind: &'static str| {
+        vec![
+            ("REPLAYSAFE_PIPELINE", "daily_orders"),
+            ("REPLAYSAFE_RUN_ID", "r1"),
+            ("REPLAYSAFE_RUN_KIND", kind),
+            window[0],
+            window[1],
+        ]
+    };
+    let airflow = |run_id: &'static str, try_number: &'static str| {
+        vec![
+            ("AIRFLOW_CTX_DAG_ID", "daily_orders"),
+            ("AIRFLOW_CTX_DAG_RUN_ID", run_id),
+            ("AIRFLOW_CTX_TRY_NUMBER", try_number),
+            window[0],
+            window[1],
+        ]
+    };
+    let current = [
+        explicit("scheduled"),
+        explicit("manual"),
+        explicit("retry"),
+        explicit("resume"),
+        airflow("scheduled__2026-08-05T06:00:00+00:00", "1"),
+        airflow("manual__2026-08-05T06:00:00+00:00", "1"),
+        airflow("scheduled__2026-08-05T06:00:00+00:00", "2"),
+        airflow("asset_triggered__2026-08-05T06:00:00+00:00", "1"),
+    ];
+    for vars in current {
+        // Without a backfill id the run delivers: the positive control.
+        let cx = resolve_at(&vars, now).unwrap();
+        assert!(
+            email(&cx).delivers(),
+            "{vars:?}: {:?}",
+            email(&cx).reasons()
+        );
+        let mut vars = vars.clone();
+        vars.push(("REPLAYSAFE_BACKFILL_ID", "bf-2026-08"));
+        let cx = resolve_at(&vars, now).unwrap();
+        let decision = email(&cx);
+        assert_eq!(decision.reasons(), [Reason::ConflictingContext], "{vars:?}");
+        let note = cx.conflict().unwrap();
+        assert!(
+            note.contains("REPLAYSAFE_BACKFILL_ID") && note.contains(cx.run_kind().as_str()),
+            "{note}"
+        );
+        // Not liftable.
+        let opt_in = OptIn::new("resend", "jane", now + TimeDelta::days(1))
+            .unwrap()
+            .for_kind(EffectKind::Email);
+        assert!(email(&cx.with_opt_in(opt_in)).suppresses());
+    }
+    // A backfill, replay or rebuild carries its backfill id rightly: suppressed as a replay,
+    // not conflicting.
+    for kind in ["backfill", "replay", "rebuild"] {
+        let mut vars = explicit(kind);
+        vars.push(("REPLAYSAFE_BACKFILL_ID", "bf-2026-08"));
+        let cx = resolve_at(&vars, now).unwrap();
+        assert!(!cx.is_conflicting() && cx.conflict().is_none(), "{kind}");
+        assert_eq!(email(&cx).reasons(), [Reason::ReplayRun], "{kind}");
+    }
+    let mut vars = airflow("backfill__2026-08-05T06:00:00+00:00", "2");
+    vars.push(("REPLAYSAFE_BACKFILL_ID", "bf-2026-08"));
+    assert!(!resolve_at(&vars, now).unwrap().is_conflicting());
+    // The same holds for a context built in code.
+    let built = ReplayContext::builder()
+        .pipeline("daily_orders")
+        .run_id("r1")
+        .run_kind(RunKind::Scheduled)
+        .window(Window::new(at(2026, 8, 5, 6), at(2026, 8, 5, 12)).unwrap())
+        .backfill_id("bf-2026-08")
+        .clock(Arc::new(FixedClock::new(now)))
+        .build()
+        .unwrap();
+    assert!(
+        email(&built)
+            .reasons()
+            .contains(&Reason::ConflictingContext)
+    );
+    assert!(
+        !email(&built.with_run_kind(RunKind::Backfill))
+            .reasons()
+            .contains(&Reason::ConflictingContext)
+    );
+}
+
+#[test]
+fn a_leap_second_is_refused_in_every_time_variable() {
+    let explicit = [
+        ("REPLAYSAFE_PIPELINE", "p"),
+        ("REPLAYSAFE_RUN_ID", "r"),
+        ("REPLAYSAFE_WINDOW_START", "2016-12-31T00:00:00Z"),
+        ("REPLAYSAFE_WINDOW_END", "2017-01-01T00:00:00Z"),
+    ];
+    let airflow = [
+        ("AIRFLOW_CTX_DAG_ID", "p"),
+        (
+            "AIRFLOW_CTX_DAG_RUN_ID",
+            "scheduled__2016-12-31T00:00:00+00:00",
+        ),
+        (
+            "AIRFLOW_CTX_DATA_INTERVAL_START",
+            "2016-12-31T00:00:00+00:00",
+        ),
+        ("AIRFLOW_CTX_DATA_INTERVAL_END", "2017-01-01T00:00:00+00:00"),
+        ("AIRFLOW_CTX_LOGICAL_DATE", "2016-12-31T00:00:00+00:00"),
+    ];
+    let now = at(2017, 1, 1, 1);
+    assert!(resolve_at(&explicit, now).is_ok());
+    assert!(resolve_at(&airflow, now).is_ok());
+    for (base, variable, leap) in [
+        (
+            &explicit[..],
+            "REPLAYSAFE_WINDOW_START",
+            "2016-12-31T23:59:60Z",
+        ),
+        (
+            &explicit[..],
+            "REPLAYSAFE_WINDOW_END",
+            "2016-12-31T23:59:60.5Z",
+        ),
+        (
+            &airflow[..],
+            "AIRFLOW_CTX_DATA_INTERVAL_START",
+            "2016-12-31T23:59:60+00:00",
+        ),
+        (
+            &airflow[..],
+            "AIRFLOW_CTX_DATA_INTERVAL_END",
+            "2016-12-31T23:59:60+00:00",
+        ),
+        (
+            &airflow[..],
+            "AIRFLOW_CTX_LOGICAL_DATE",
+            "2016-12-31T18:59:60-05:00",
+        ),
+    ] {
+        let mut vars = base.to_vec();
+        vars.retain(|(name, _)| *name != variable);
+        vars.push((variable, leap));
+        let err = resolve_at(&vars, now).unwrap_err();
+        assert!(matches!(err, Error::Invalid { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains(variable) && text.contains("leap second"),
+            "{text}"
+        );
     }
 }
 
@@ -488,6 +670,7 @@ struct Sources {
     prefix: Option<&'static str>,
     run_type: Option<&'static str>,
     try_number: Option<&'static str>,
+    backfill_id: Option<&'static str>,
     explicit_window: Option<(Option<i64>, Option<i64>)>,
     interval: Option<(Option<i64>, Option<i64>)>,
     logical: Option<Option<i64>>,
@@ -504,12 +687,17 @@ fn sources() -> impl Strategy<Value = Sources> {
             words(AIRFLOW_TYPES),
             words(&["1", "2", "0", "x"]),
         ),
-        (pair(), pair(), prop::option::of(offsets())),
+        (
+            pair(),
+            pair(),
+            prop::option::of(offsets()),
+            words(&["bf-2026-12", " ", ""]),
+        ),
     )
         .prop_map(
             |(
                 (explicit_kind, replay, mode, prefix, run_type, try_number),
-                (explicit_window, interval, logical),
+                (explicit_window, interval, logical, backfill_id),
             )| Sources {
                 explicit_kind,
                 replay,
@@ -517,6 +705,7 @@ fn sources() -> impl Strategy<Value = Sources> {
                 prefix,
                 run_type,
                 try_number,
+                backfill_id,
                 explicit_window,
                 interval,
                 logical,
@@ -544,6 +733,10 @@ impl Sources {
         );
         set("AIRFLOW_CTX_RUN_TYPE", self.run_type.map(str::to_owned));
         set("AIRFLOW_CTX_TRY_NUMBER", self.try_number.map(str::to_owned));
+        set(
+            "REPLAYSAFE_BACKFILL_ID",
+            self.backfill_id.map(str::to_owned),
+        );
         if let Some((start, end)) = self.explicit_window {
             set("REPLAYSAFE_WINDOW_START", Some(time_text(start)));
             set("REPLAYSAFE_WINDOW_END", Some(time_text(end)));
@@ -592,7 +785,9 @@ impl Sources {
                 (Some((start, _)), Some(logical)) => start.unwrap() - logical.unwrap() <= 5,
                 _ => true,
             };
-        mode_live && flag_clear && kinds_ok && windows_ok
+        // A run that carries a backfill id is one of a backfill's: never current.
+        let no_backfill = blank(self.backfill_id);
+        mode_live && flag_clear && kinds_ok && windows_ok && no_backfill
     }
 }
 
