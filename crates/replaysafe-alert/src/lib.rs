@@ -78,6 +78,7 @@
 
 mod alert;
 mod alertmanager;
+mod config;
 mod pagerduty;
 mod slack;
 
@@ -86,6 +87,7 @@ pub use alertmanager::{
     ActiveAlert, AlertStatus, AlertmanagerApi, AlertmanagerClient, AlertmanagerClientBuilder,
     BackfillSilence, Matcher, Silence, SilenceMatcher, SilenceStatus,
 };
+pub use config::{AlertmanagerConfig, PagerDutyConfig, SlackConfig};
 pub use pagerduty::{DEFAULT_BASE_URL, PagerDutyClient, PagerDutyClientBuilder, PagerDutyReceipt};
 /// The error of every HTTP adapter ([`replaysafe_http::Error`]).
 pub use replaysafe_http::Error;

@@ -11,7 +11,9 @@ use std::time::Duration;
 use anyhow::{Context, anyhow, bail};
 use chrono::{DateTime, Utc};
 use indicatif::{ProgressBar, ProgressStyle};
-use replaysafe_core::{EnvVarName, JsonlJournal, OptIn, RecencyPolicy, TrustedApprovers};
+use replaysafe_core::{
+    EnvVarName, GuardLayer, JsonlJournal, OptIn, RecencyPolicy, TrustedApprovers,
+};
 use replaysafe_outbox::postgres::PostgresOutbox;
 use replaysafe_outbox::sqlite::SqliteOutbox;
 use replaysafe_outbox::{
@@ -19,7 +21,6 @@ use replaysafe_outbox::{
 };
 
 use crate::render::{Format, escape};
-use secrecy::SecretString;
 use serde::Deserialize;
 
 /// `replaysafe outbox …`: the database and what to do with it.
@@ -785,7 +786,8 @@ fn open_journal(path: Option<&Path>) -> anyhow::Result<Arc<JsonlJournal>> {
     Ok(Arc::new(JsonlJournal::open(&path)?))
 }
 
-/// The routes file: route names mapped to how to reach them. Secrets are named by
+/// The routes file: route names mapped to client configurations, the same types every
+/// front end builds clients from (`docs/reference/clients.md`). Secrets are named by
 /// environment variable (`…_env`); a field that would hold one is refused.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -794,176 +796,56 @@ pub struct RoutesFile {
     pub routes: BTreeMap<String, RouteConfig>,
 }
 
-/// One route of the routes file.
+/// One route of the routes file: a client configuration, tagged by `kind`.
 #[derive(Debug, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RouteConfig {
-    /// A webhook (reqwest), Standard Webhooks signed when `secret_env` is set.
-    Webhook {
-        /// The endpoint.
-        url: String,
-        /// Variable holding the Standard Webhooks signing secret.
-        secret_env: Option<EnvVarName>,
-        /// Plain headers; one that carries credentials (`Authorization`, ...) is refused:
-        /// it goes in `secret_headers_env`.
-        #[serde(default)]
-        headers: BTreeMap<String, String>,
-        /// Headers whose values are secrets: header name → variable.
-        #[serde(default)]
-        secret_headers_env: BTreeMap<String, EnvVarName>,
-        /// Hosts, IPs or CIDRs allowed past the SSRF policy.
-        #[serde(default)]
-        allow_hosts: Vec<String>,
-    },
-    /// A downstream trigger: Airflow's REST API (`airflow`) or a URL (`url`).
-    Trigger {
-        /// Airflow's base URL.
-        airflow: Option<String>,
-        /// A trigger URL.
-        url: Option<String>,
-        /// Variable holding a bearer token.
-        token_env: Option<EnvVarName>,
-        /// Basic auth user, with `password_env`.
-        user: Option<String>,
-        /// Variable holding the basic auth password.
-        password_env: Option<EnvVarName>,
-        /// Hosts, IPs or CIDRs allowed past the SSRF policy.
-        #[serde(default)]
-        allow_hosts: Vec<String>,
-    },
+    /// A webhook.
+    Webhook(replaysafe_webhook::WebhookConfig),
+    /// A downstream trigger: Airflow's REST API or a URL.
+    Trigger(replaysafe_webhook::TriggerConfig),
     /// Email over SMTP.
-    Email {
-        /// `smtp://HOST:PORT`.
-        smtp: String,
-        /// Require STARTTLS.
-        #[serde(default)]
-        starttls: bool,
-        /// Login user, with `password_env`.
-        user: Option<String>,
-        /// Variable holding the SMTP password.
-        password_env: Option<EnvVarName>,
-        /// PEM file of a CA to trust.
-        ca_file: Option<PathBuf>,
-    },
+    Email(replaysafe_email::EmailConfig),
     /// A partner file drop over SFTP.
-    Sftp {
-        /// Host.
-        host: String,
-        /// Port (22).
-        port: Option<u16>,
-        /// Login user.
-        user: String,
-        /// Private key file.
-        key: PathBuf,
-        /// Variable holding the key's passphrase.
-        passphrase_env: Option<EnvVarName>,
-        /// known_hosts file with the server's key.
-        known_hosts: PathBuf,
-        /// Remote folder.
-        dir: String,
-    },
+    Sftp(replaysafe_sftp::SftpConfig),
     /// Alertmanager v2.
-    Alertmanager {
-        /// Base URL.
-        url: String,
-        /// Hosts, IPs or CIDRs allowed past the SSRF policy.
-        #[serde(default)]
-        allow_hosts: Vec<String>,
-    },
+    Alertmanager(replaysafe_alert::AlertmanagerConfig),
     /// PagerDuty Events v2.
-    Pagerduty {
-        /// Variable holding the routing key.
-        routing_key_env: EnvVarName,
-        /// Events API base URL (default PagerDuty's).
-        url: Option<String>,
-        /// Hosts, IPs or CIDRs allowed past the SSRF policy.
-        #[serde(default)]
-        allow_hosts: Vec<String>,
-    },
+    Pagerduty(replaysafe_alert::PagerDutyConfig),
     /// A Slack incoming webhook.
-    Slack {
-        /// Variable holding the webhook URL (it is a secret).
-        url_env: EnvVarName,
-        /// Hosts, IPs or CIDRs allowed past the SSRF policy.
-        #[serde(default)]
-        allow_hosts: Vec<String>,
-    },
+    Slack(replaysafe_alert::SlackConfig),
     /// Prometheus Pushgateway.
-    Pushgateway {
-        /// Base URL.
-        url: String,
-        /// Basic auth user, with `password_env`.
-        user: Option<String>,
-        /// Variable holding the basic auth password.
-        password_env: Option<EnvVarName>,
-        /// Hosts, IPs or CIDRs allowed past the SSRF policy.
-        #[serde(default)]
-        allow_hosts: Vec<String>,
-    },
+    Pushgateway(replaysafe_metrics::PushgatewayConfig),
     /// StatsD over UDP.
-    Statsd {
-        /// Host.
-        host: String,
-        /// Port.
-        port: u16,
-        /// Metric name prefix.
-        prefix: Option<String>,
-    },
-}
-
-fn secret(route: &str, field: &str, variable: &EnvVarName) -> anyhow::Result<SecretString> {
-    variable
-        .read()
-        .map(SecretString::from)
-        .map_err(|e| anyhow!("--routes: route {route}: {field}: {e}"))
+    Statsd(replaysafe_metrics::StatsdConfig),
 }
 
 /// Refuses, naming the route and the field and never quoting the value, every `…_env`
-/// field (or map entry of one) that is not a variable name, and every plain `headers` entry
-/// that carries credentials. Runs on the file's JSON before it is read into routes, so the
-/// message can name the field, which the routes' own deserialization cannot.
+/// field (or map entry of one) that is not a variable name. Runs on the file's JSON before
+/// it is read into routes, so the message can name the field, which the routes' own
+/// deserialization (an internally tagged enum) cannot.
 fn check_secret_fields(file: &serde_json::Value) -> anyhow::Result<()> {
     let routes = file.get("routes").and_then(serde_json::Value::as_object);
     for (route, config) in routes.into_iter().flatten() {
         for (field, value) in config.as_object().into_iter().flatten() {
-            if field.ends_with("_env") {
-                let names: Vec<(String, &serde_json::Value)> = match value {
-                    serde_json::Value::Object(map) => map
-                        .iter()
-                        .map(|(key, value)| (format!("{field}.{key}"), value))
-                        .collect(),
-                    other => vec![(field.clone(), other)],
-                };
-                for (at, name) in names {
-                    if let Some(name) = name.as_str() {
-                        EnvVarName::parse(format!("--routes: route {route}: {at}"), name)?;
-                    }
-                }
+            if !field.ends_with("_env") {
+                continue;
             }
-            if field == "headers" {
-                for name in value.as_object().into_iter().flatten().map(|(k, _)| k) {
-                    if let Some(credential) = replaysafe_http::credential_header(name) {
-                        bail!(
-                            "--routes: route {route}: headers: {credential} carries credentials and is never \
-                             written in the routes file: put its value in an environment variable and name \
-                             it in secret_headers_env"
-                        );
-                    }
+            let names: Vec<(String, &serde_json::Value)> = match value {
+                serde_json::Value::Object(map) => map
+                    .iter()
+                    .map(|(key, value)| (format!("{field}.{key}"), value))
+                    .collect(),
+                other => vec![(field.clone(), other)],
+            };
+            for (at, name) in names {
+                if let Some(name) = name.as_str() {
+                    EnvVarName::parse(format!("--routes: route {route}: {at}"), name)?;
                 }
             }
         }
     }
     Ok(())
-}
-
-fn policy(route: &str, hosts: &[String]) -> anyhow::Result<replaysafe_webhook::SsrfPolicy> {
-    let mut policy = replaysafe_webhook::SsrfPolicy::default();
-    for host in hosts {
-        policy = policy
-            .allow(host)
-            .map_err(|e| anyhow!("--routes: route {route}: allow_hosts: {e}"))?;
-    }
-    Ok(policy)
 }
 
 impl RoutesFile {
@@ -988,194 +870,59 @@ impl RoutesFile {
         Ok(file)
     }
 
-    /// Adds a guarded client per route, journaling to `journal`.
+    /// Adds a guarded client per route, journaling to `journal`. An error names the route
+    /// and the configuration field.
     pub fn add_to(
         &self,
         mut builder: WorkerBuilder,
         journal: &Arc<JsonlJournal>,
     ) -> anyhow::Result<WorkerBuilder> {
         for (name, route) in &self.routes {
-            let failed = |e: &(dyn std::error::Error + 'static)| {
-                anyhow!(
-                    "--routes: route {name}: {}",
-                    replaysafe_core::error_chain(e)
-                )
+            let failed = |field: Option<&str>, e: &(dyn std::error::Error + 'static)| {
+                let place = match field {
+                    Some(field) => format!("--routes: route {name}: {field}"),
+                    None => format!("--routes: route {name}"),
+                };
+                crate::send::config_error(place, field, e)
             };
+            let layer = GuardLayer::new(journal.clone());
             builder = match route {
-                RouteConfig::Webhook {
-                    url,
-                    secret_env,
-                    headers,
-                    secret_headers_env,
-                    allow_hosts,
-                } => {
-                    let mut client = replaysafe_webhook::WebhookClient::builder(url)
-                        .ssrf_policy(policy(name, allow_hosts)?);
-                    for (header, value) in headers {
-                        client = client.header(header, value);
-                    }
-                    for (header, variable) in secret_headers_env {
-                        client = client
-                            .secret_header(header, secret(name, "secret_headers_env", variable)?);
-                    }
-                    if let Some(variable) = secret_env {
-                        client = client.signing_secret(secret(name, "secret_env", variable)?);
-                    }
-                    builder.route(name, client.build(journal.clone()).map_err(|e| failed(&e))?)
-                }
-                RouteConfig::Trigger {
-                    airflow,
-                    url,
-                    token_env,
-                    user,
-                    password_env,
-                    allow_hosts,
-                } => {
-                    let mut client = match (airflow, url) {
-                        (Some(base), None) => replaysafe_webhook::TriggerClient::airflow(base),
-                        (None, Some(url)) => replaysafe_webhook::TriggerClient::url(url),
-                        _ => bail!(
-                            "--routes: route {name}: a trigger has airflow or url, one of them"
-                        ),
-                    }
-                    .ssrf_policy(policy(name, allow_hosts)?);
-                    if let Some(variable) = token_env {
-                        client = client.bearer_token(secret(name, "token_env", variable)?);
-                    }
-                    match (user, password_env) {
-                        (Some(user), Some(variable)) => {
-                            client =
-                                client.basic_auth(user, secret(name, "password_env", variable)?);
-                        }
-                        (None, None) => {}
-                        _ => bail!("--routes: route {name}: user and password_env go together"),
-                    }
-                    builder.route(name, client.build(journal.clone()).map_err(|e| failed(&e))?)
-                }
-                RouteConfig::Email {
-                    smtp,
-                    starttls,
-                    user,
-                    password_env,
-                    ca_file,
-                } => {
-                    use replaysafe_email::{EmailClient, TlsMode};
-                    let url = url::Url::parse(smtp)
-                        .ok()
-                        .filter(|u| {
-                            u.scheme() == "smtp"
-                                && u.username().is_empty()
-                                && u.password().is_none()
-                        })
-                        .ok_or_else(|| {
-                            anyhow!("--routes: route {name}: smtp: expected smtp://HOST:PORT")
-                        })?;
-                    let host = url
-                        .host_str()
-                        .unwrap_or_default()
-                        .trim_matches(['[', ']'])
-                        .to_owned();
-                    let port = url.port().ok_or_else(|| {
-                        anyhow!("--routes: route {name}: smtp: expected smtp://HOST:PORT (no port)")
-                    })?;
-                    let mut client = EmailClient::smtp(&host, port).tls(if *starttls {
-                        TlsMode::StartTls
-                    } else {
-                        TlsMode::Plaintext
-                    });
-                    match (user, password_env) {
-                        (Some(user), Some(variable)) => {
-                            client =
-                                client.credentials(user, secret(name, "password_env", variable)?);
-                        }
-                        (None, None) => {}
-                        _ => bail!("--routes: route {name}: user and password_env go together"),
-                    }
-                    if let Some(path) = ca_file {
-                        let pem = std::fs::read(path).with_context(|| {
-                            format!(
-                                "--routes: route {name}: ca_file: reading {}",
-                                path.display()
-                            )
-                        })?;
-                        client = client.root_certificate_pem(pem);
-                    }
-                    builder.route(name, client.build(journal.clone()).map_err(|e| failed(&e))?)
-                }
-                RouteConfig::Sftp {
-                    host,
-                    port,
-                    user,
-                    key,
-                    passphrase_env,
-                    known_hosts,
-                    dir,
-                } => {
-                    let mut client = replaysafe_sftp::SftpClient::builder(host, user)
-                        .port(port.unwrap_or(22))
-                        .private_key(key)
-                        .known_hosts(known_hosts)
-                        .remote_dir(dir);
-                    if let Some(variable) = passphrase_env {
-                        client = client.passphrase(secret(name, "passphrase_env", variable)?);
-                    }
-                    builder.route(name, client.build(journal.clone()).map_err(|e| failed(&e))?)
-                }
-                RouteConfig::Alertmanager { url, allow_hosts } => {
-                    let client = replaysafe_alert::AlertmanagerClient::builder(url)
-                        .ssrf_policy(policy(name, allow_hosts)?);
-                    builder.route(name, client.build(journal.clone()).map_err(|e| failed(&e))?)
-                }
-                RouteConfig::Pagerduty {
-                    routing_key_env,
-                    url,
-                    allow_hosts,
-                } => {
-                    let mut client = replaysafe_alert::PagerDutyClient::builder(secret(
-                        name,
-                        "routing_key_env",
-                        routing_key_env,
-                    )?)
-                    .ssrf_policy(policy(name, allow_hosts)?);
-                    if let Some(url) = url {
-                        client = client.base_url(url);
-                    }
-                    builder.route(name, client.build(journal.clone()).map_err(|e| failed(&e))?)
-                }
-                RouteConfig::Slack {
-                    url_env,
-                    allow_hosts,
-                } => {
-                    let client =
-                        replaysafe_alert::SlackClient::builder(secret(name, "url_env", url_env)?)
-                            .ssrf_policy(policy(name, allow_hosts)?);
-                    builder.route(name, client.build(journal.clone()).map_err(|e| failed(&e))?)
-                }
-                RouteConfig::Pushgateway {
-                    url,
-                    user,
-                    password_env,
-                    allow_hosts,
-                } => {
-                    let mut client = replaysafe_metrics::PushgatewayClient::builder(url)
-                        .ssrf_policy(policy(name, allow_hosts)?);
-                    match (user, password_env) {
-                        (Some(user), Some(variable)) => {
-                            client =
-                                client.basic_auth(user, secret(name, "password_env", variable)?);
-                        }
-                        (None, None) => {}
-                        _ => bail!("--routes: route {name}: user and password_env go together"),
-                    }
-                    builder.route(name, client.build(journal.clone()).map_err(|e| failed(&e))?)
-                }
-                RouteConfig::Statsd { host, port, prefix } => {
-                    let mut client = replaysafe_metrics::StatsdClient::builder(host, *port);
-                    if let Some(prefix) = prefix {
-                        client = client.prefix(prefix);
-                    }
-                    builder.route(name, client.build(journal.clone()).map_err(|e| failed(&e))?)
-                }
+                RouteConfig::Webhook(config) => builder.route(
+                    name,
+                    config.build(&layer).map_err(|e| failed(e.field(), &e))?,
+                ),
+                RouteConfig::Trigger(config) => builder.route(
+                    name,
+                    config.build(&layer).map_err(|e| failed(e.field(), &e))?,
+                ),
+                RouteConfig::Email(config) => builder.route(
+                    name,
+                    config.build(&layer).map_err(|e| failed(e.field(), &e))?,
+                ),
+                RouteConfig::Sftp(config) => builder.route(
+                    name,
+                    config.build(&layer).map_err(|e| failed(e.field(), &e))?,
+                ),
+                RouteConfig::Alertmanager(config) => builder.route(
+                    name,
+                    config.build(&layer).map_err(|e| failed(e.field(), &e))?,
+                ),
+                RouteConfig::Pagerduty(config) => builder.route(
+                    name,
+                    config.build(&layer).map_err(|e| failed(e.field(), &e))?,
+                ),
+                RouteConfig::Slack(config) => builder.route(
+                    name,
+                    config.build(&layer).map_err(|e| failed(e.field(), &e))?,
+                ),
+                RouteConfig::Pushgateway(config) => builder.route(
+                    name,
+                    config.build(&layer).map_err(|e| failed(e.field(), &e))?,
+                ),
+                RouteConfig::Statsd(config) => builder.route(
+                    name,
+                    config.build(&layer).map_err(|e| failed(e.field(), &e))?,
+                ),
             };
         }
         Ok(builder)

@@ -120,7 +120,7 @@ pub use policy::{DEFAULT_CLOCK_SKEW, Mode, OptIn, RecencyPolicy, parse_duration}
 pub use record::{EffectRecord, Step};
 pub use retry::RetryPolicy;
 pub use run::{RunId, RunKind};
-pub use var_name::EnvVarName;
+pub use var_name::{EnvVarName, login};
 pub use window::{Window, Windows};
 
 /// What a pipeline author needs in scope: the traits whose methods an author calls

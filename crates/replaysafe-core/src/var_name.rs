@@ -105,6 +105,48 @@ impl EnvVarName {
     }
 }
 
+/// A login given as configuration: a user and the variable holding its password, which
+/// go together or not at all (the one place that rule is written, for every client
+/// configuration that takes `user` and `password_env`).
+///
+/// Returns the user and the password read from the environment, or `None` when neither is
+/// given. One without the other is [`Error::Missing`] naming the one that is missing; an
+/// unset variable is [`Error::Variable`].
+///
+/// ```
+/// use replaysafe_core::{EnvVarName, login};
+/// assert!(login(None, None)?.is_none());
+/// let error = login(Some("reports"), None).unwrap_err().to_string();
+/// assert!(error.contains("password_env"), "{error}");
+/// # Ok::<(), replaysafe_core::Error>(())
+/// ```
+pub fn login(
+    user: Option<&str>,
+    password_env: Option<&EnvVarName>,
+) -> Result<Option<(String, String)>, Error> {
+    const TOGETHER: &str = "user and password_env go together: give both, or neither";
+    match (user, password_env) {
+        (None, None) => Ok(None),
+        (Some(user), Some(variable)) => {
+            if user.trim().is_empty() {
+                return Err(Error::Missing {
+                    field: "user",
+                    hint: TOGETHER,
+                });
+            }
+            Ok(Some((user.to_owned(), variable.read()?)))
+        }
+        (Some(_), None) => Err(Error::Missing {
+            field: "password_env",
+            hint: TOGETHER,
+        }),
+        (None, Some(_)) => Err(Error::Missing {
+            field: "user",
+            hint: TOGETHER,
+        }),
+    }
+}
+
 /// The name when it is shown (see [`EnvVarName::read`]), otherwise a phrase saying why not.
 impl fmt::Display for EnvVarName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

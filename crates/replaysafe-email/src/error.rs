@@ -139,6 +139,16 @@ impl Error {
         matches!(self.kind, Kind::Invalid(_))
     }
 
+    /// The same configuration error, reported against the field `field` (a client
+    /// configuration's own name: `smtp` for the builder's `host`); other errors are
+    /// returned as they are.
+    pub fn at_field(self, field: &'static str) -> Self {
+        match self.kind {
+            Kind::Config { problem, .. } => Error::config(field, problem),
+            kind => Error { kind },
+        }
+    }
+
     /// Whether the client's configuration was refused when building it.
     pub fn is_config(&self) -> bool {
         matches!(self.kind, Kind::Config { .. })

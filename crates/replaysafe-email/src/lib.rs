@@ -121,6 +121,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod client;
+mod config;
 mod content;
 mod data;
 mod digest;
@@ -131,6 +132,7 @@ mod message;
 mod validate;
 
 pub use client::{EmailClient, EmailReceipt, FolderClientBuilder, SmtpClientBuilder, TlsMode};
+pub use config::EmailConfig;
 pub use content::{Attachment, Fanout, Mailbox};
 pub use email::{Email, EmailBuilder, EmailCopy};
 pub use error::Error;

@@ -243,6 +243,19 @@ impl Error {
         }
     }
 
+    /// The same error, reported against the configuration field `field` (a client
+    /// configuration's own name for what a builder calls otherwise: `url` for the
+    /// builder's `endpoint`). An error that is not about configuration becomes one, its
+    /// message kept.
+    pub fn at_field(self, field: &'static str) -> Self {
+        match self.kind {
+            Kind::Config { problem, .. } | Kind::Invalid { problem, .. } => {
+                Error::config(field, problem)
+            }
+            _ => Error::config(field, self.to_string()),
+        }
+    }
+
     /// Whether the configuration or the effect was invalid; nothing was sent.
     pub fn is_invalid(&self) -> bool {
         matches!(self.kind, Kind::Config { .. } | Kind::Invalid { .. })

@@ -63,6 +63,19 @@ impl SsrfPolicy {
         self
     }
 
+    /// The default policy with every entry of `entries` let through ([`SsrfPolicy::allow`]),
+    /// as a client configuration's `allow_hosts` lists them; a bad entry is a configuration
+    /// [`Error`](crate::Error) for `allow_hosts` that names it.
+    pub fn allowing<S: AsRef<str>>(entries: &[S]) -> Result<Self, crate::Error> {
+        entries
+            .iter()
+            .try_fold(SsrfPolicy::default(), |policy, entry| {
+                policy
+                    .allow(entry.as_ref())
+                    .map_err(|invalid| crate::Error::config("allow_hosts", invalid.to_string()))
+            })
+    }
+
     /// Allows one entry of an allow-list written as text (a command-line flag, a
     /// configuration file): a CIDR network such as `127.0.0.0/8` or `::1/128` is passed
     /// to [`allow_network`](Self::allow_network); a host name or an IP literal to

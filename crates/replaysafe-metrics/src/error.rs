@@ -46,6 +46,15 @@ impl Error {
         }
     }
 
+    /// The same error, reported against the configuration field `field` (see
+    /// [`replaysafe_http::Error::at_field`]); a journal error is returned as it is.
+    pub fn at_field(self, field: &'static str) -> Self {
+        match self.0 {
+            Repr::Network(error) => Error(Repr::Network(error.at_field(field))),
+            journal => Error(journal),
+        }
+    }
+
     /// Whether the input was refused before anything was sent.
     pub fn is_invalid(&self) -> bool {
         self.network()

@@ -66,6 +66,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod bridge;
+mod config;
 mod error;
 mod exposition;
 
@@ -73,6 +74,7 @@ mod pushgateway;
 mod statsd;
 
 pub use bridge::{FlushHandle, ReplaySafeRecorder};
+pub use config::{PushgatewayConfig, StatsdConfig};
 pub use error::Error;
 pub use exposition::{Sample, SampleKind};
 pub use pushgateway::{Push, PushMethod, PushgatewayClient, PushgatewayClientBuilder};

@@ -135,6 +135,17 @@ impl Error {
         matches!(self.kind, Kind::Invalid(_))
     }
 
+    /// The same invalid-input error, reported against the field `field` (a client
+    /// configuration's own name: `key` for the builder's `private_key`); other errors are
+    /// returned as they are.
+    pub fn at_field(mut self, field: &'static str) -> Self {
+        if let Kind::Invalid(_) = self.kind {
+            self.kind = Kind::Invalid(field);
+            self.context = format!("invalid {field}");
+        }
+        self
+    }
+
     /// The configuration or effect field at fault, for invalid input: `name`,
     /// `remote_dir`, `host`, `known_hosts`, ...
     pub fn field(&self) -> Option<&'static str> {

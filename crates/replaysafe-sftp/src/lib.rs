@@ -81,8 +81,10 @@ mod error;
 mod name;
 mod pool;
 mod session;
+mod settings;
 mod upload;
 
 pub use client::{SftpClient, SftpClientBuilder};
 pub use effect::{DropStatus, FileDrop, FileDropReceipt};
 pub use error::Error;
+pub use settings::SftpConfig;

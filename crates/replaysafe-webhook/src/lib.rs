@@ -77,11 +77,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+mod config;
 mod signing;
 mod transport;
 mod trigger;
 mod webhook;
 
+pub use config::{TriggerConfig, WebhookConfig};
 /// The error of every HTTP adapter ([`replaysafe_http::Error`]).
 pub use replaysafe_http::Error;
 pub use replaysafe_http::{

@@ -231,6 +231,25 @@ fn parse_pair(flag: &str, text: &str) -> anyhow::Result<(String, String)> {
     Ok((key.to_owned(), value.trim().to_owned()))
 }
 
+/// An adapter configuration's error as the command line says it, `PLACE: problem`: PLACE
+/// is where the configuration field came from (a flag, a routes file's route and field),
+/// and the adapter's own "invalid configuration FIELD:" is not repeated after it.
+pub(crate) fn config_error(
+    place: impl std::fmt::Display,
+    field: Option<&str>,
+    error: &(dyn std::error::Error + 'static),
+) -> anyhow::Error {
+    let chain = replaysafe_core::error_chain(error);
+    let problem = field
+        .filter(|_| chain.starts_with("invalid "))
+        .and_then(|field| {
+            let marker = format!(" {field}: ");
+            chain.find(&marker).map(|at| &chain[at + marker.len()..])
+        })
+        .unwrap_or(&chain);
+    anyhow!("{place}: {problem}")
+}
+
 /// The flag behind an adapter's field: `flags` maps field names to flags; anything else
 /// is the subcommand itself.
 fn flag_for(
