@@ -64,7 +64,7 @@ fn header_field(error: Error) -> Error {
 ///
 /// // A secret pasted where its variable's name belongs is refused, and not repeated.
 /// let pasted = serde_json::from_str::<WebhookConfig>(
-///     r#"{"url": "https://partner.example/hooks", "secret_env": "whsec_c2VjcmV0"}"#,
+///     r#"{"url": "https://partner.example/hooks", "secret_env": "whsec_c2VjcmV0+Zm9v="}"#,
 /// );
 /// assert!(!pasted.unwrap_err().to_string().contains("c2VjcmV0"));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
