@@ -68,6 +68,9 @@ pub struct PagerDutyConfig {
     pub routing_key_env: EnvVarName,
     /// The Events API's base URL (default PagerDuty's).
     pub url: Option<String>,
+    /// The name the journal shows for this routing key (default `events-v2`), such as
+    /// `data-oncall`: the effect's target, so part of its idempotency key.
+    pub service: Option<String>,
     /// Hosts, addresses or CIDR networks the SSRF guard lets through although internal.
     #[serde(default)]
     pub allow_hosts: Vec<String>,
@@ -79,6 +82,7 @@ impl PagerDutyConfig {
         PagerDutyConfig {
             routing_key_env,
             url: None,
+            service: None,
             allow_hosts: Vec::new(),
         }
     }
@@ -91,9 +95,13 @@ impl PagerDutyConfig {
         if let Some(url) = &self.url {
             builder = builder.base_url(url);
         }
+        if let Some(service) = &self.service {
+            builder = builder.service_label(service);
+        }
         builder.build(guard).map_err(|error| match error.field() {
             Some("routing_key") => error.at_field("routing_key_env"),
             Some("base_url") => error.at_field("url"),
+            Some("service_label") => error.at_field("service"),
             _ => error,
         })
     }
@@ -107,6 +115,9 @@ impl PagerDutyConfig {
 pub struct SlackConfig {
     /// The variable holding the webhook URL.
     pub url_env: EnvVarName,
+    /// The name the journal shows for this webhook, such as `#data-alerts`: the effect's
+    /// target, so part of its idempotency key.
+    pub channel: Option<String>,
     /// Hosts, addresses or CIDR networks the SSRF guard lets through although internal.
     #[serde(default)]
     pub allow_hosts: Vec<String>,
@@ -117,15 +128,21 @@ impl SlackConfig {
     pub fn new(url_env: EnvVarName) -> Self {
         SlackConfig {
             url_env,
+            channel: None,
             allow_hosts: Vec::new(),
         }
     }
 
     /// Checks the configuration, reads the webhook URL, and builds the guarded client.
     pub fn build(&self, guard: impl Into<GuardLayer>) -> Result<Guard<SlackClient>, Error> {
-        SlackClient::builder(secret("url_env", &self.url_env)?)
-            .ssrf_policy(SsrfPolicy::allowing(&self.allow_hosts)?)
-            .build(guard)
-            .map_err(url_field("url_env"))
+        let mut builder = SlackClient::builder(secret("url_env", &self.url_env)?)
+            .ssrf_policy(SsrfPolicy::allowing(&self.allow_hosts)?);
+        if let Some(channel) = &self.channel {
+            builder = builder.channel_label(channel);
+        }
+        builder.build(guard).map_err(|error| match error.field() {
+            Some("channel_label") => error.at_field("channel"),
+            _ => url_field("url_env")(error),
+        })
     }
 }

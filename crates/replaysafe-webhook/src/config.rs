@@ -76,7 +76,8 @@ pub struct WebhookConfig {
     /// The endpoint, `http` or `https`; its query is sent but never shown. One of `url`
     /// and `url_env`.
     pub url: Option<String>,
-    /// The variable holding the whole endpoint URL, when the URL itself is a secret.
+    /// The variable holding the whole endpoint URL, when the URL itself is a secret
+    /// (errors about the URL it holds name `url`; those about the variable, `url_env`).
     pub url_env: Option<EnvVarName>,
     /// The variable holding a Standard Webhooks signing secret (`whsec_…`).
     pub secret_env: Option<EnvVarName>,
@@ -141,11 +142,9 @@ impl WebhookConfig {
             builder = builder.redaction(redaction);
         }
         builder.build(guard).map_err(|error| match error.field() {
-            Some("endpoint") => error.at_field(if self.url_env.is_some() {
-                "url_env"
-            } else {
-                "url"
-            }),
+            // The endpoint is `url`, wherever it was read from; `url_env` errors are
+            // about reading the variable.
+            Some("endpoint") => error.at_field("url"),
             Some("signing_secret") => error.at_field("secret_env"),
             Some("header") => header_field(error),
             _ => error,

@@ -2,12 +2,12 @@
 
 use anyhow::{anyhow, bail};
 use replaysafe_alert::{
-    Alert, AlertmanagerClient, PagerDutyClient, Severity, SlackClient, SlackMessage,
+    Alert, AlertmanagerConfig, PagerDutyConfig, Severity, SlackConfig, SlackMessage,
 };
 
 use super::{
-    AllowHosts, Common, Ended, EnvVar, Utf8Text, context_and_journal, flag_for, parse_pair,
-    secret_from_env, send_one,
+    AllowHosts, Common, Ended, EnvVar, Utf8Text, config_error, context_and_journal, flag_for,
+    parse_pair, send_one,
 };
 
 /// The flags of `send alert`.
@@ -91,11 +91,11 @@ impl From<SeverityArg> for Severity {
 
 /// Adapter fields and the flags behind them.
 const FLAGS: [(&str, &str); 11] = [
-    ("base_url", "--alertmanager"),
-    ("routing_key", "--pagerduty-routing-key-env"),
-    ("service_label", "--service"),
-    ("channel_label", "--channel"),
-    ("webhook_url", "--slack-url-env"),
+    ("allow_hosts", "--allow-host"),
+    ("routing_key_env", "--pagerduty-routing-key-env"),
+    ("service", "--service"),
+    ("channel", "--channel"),
+    ("url_env", "--slack-url-env"),
     ("alert name", "--alertname"),
     ("message name", "--alertname"),
     ("summary", "--summary"),
@@ -105,12 +105,16 @@ const FLAGS: [(&str, &str); 11] = [
 ];
 
 fn flag(error: &replaysafe_alert::Error, args: &AlertArgs) -> String {
-    let flag = flag_for(error.field(), &FLAGS, "send alert");
-    // The base URL of PagerDuty is --pagerduty-url.
-    if flag == "--alertmanager" && args.alertmanager.is_none() {
-        return "--pagerduty-url".to_owned();
+    // The configurations' `url` is --alertmanager, or PagerDuty's --pagerduty-url.
+    if error.field() == Some("url") {
+        return if args.alertmanager.is_some() {
+            "--alertmanager"
+        } else {
+            "--pagerduty-url"
+        }
+        .to_owned();
     }
-    flag.to_owned()
+    flag_for(error.field(), &FLAGS, "send alert").to_owned()
 }
 
 /// The alert the flags describe (Alertmanager and PagerDuty).
@@ -163,31 +167,25 @@ fn alert(args: &AlertArgs, receiver: &str) -> anyhow::Result<Alert> {
 
 /// `replaysafe send alert`.
 pub async fn send(args: AlertArgs) -> anyhow::Result<Ended> {
-    let ssrf = args.ssrf.policy()?;
-    let built = |e: replaysafe_alert::Error| {
-        anyhow!("{}: {}", flag(&e, &args), replaysafe_core::error_chain(&e))
-    };
+    let built = |e: replaysafe_alert::Error| config_error(flag(&e, &args), e.field(), &e);
     let flag_of = |e: &replaysafe_alert::Error| flag(e, &args);
     if let Some(base) = &args.alertmanager {
         let alert = alert(&args, "--alertmanager")?;
-        let builder = AlertmanagerClient::builder(base).ssrf_policy(ssrf);
+        let mut config = AlertmanagerConfig::new(base);
+        config.allow_hosts = args.ssrf.allow_hosts.clone();
         let (cx, journal) = context_and_journal(&args.common)?;
-        let guard = builder.build(journal.clone()).map_err(built)?;
+        let guard = config.build(journal.clone()).map_err(built)?;
         let what = format!("alert {}", alert.name());
         return send_one(&guard, &cx, &alert, &what, flag_of, &journal).await;
     }
     if let Some(variable) = &args.pagerduty_routing_key_env {
         let alert = alert(&args, "--pagerduty-routing-key-env")?;
-        let key = secret_from_env("--pagerduty-routing-key-env", variable)?;
-        let mut builder = PagerDutyClient::builder(key).ssrf_policy(ssrf);
-        if let Some(url) = &args.pagerduty_url {
-            builder = builder.base_url(url);
-        }
-        if let Some(label) = &args.service {
-            builder = builder.service_label(label);
-        }
+        let mut config = PagerDutyConfig::new(variable.clone());
+        config.url = args.pagerduty_url.clone();
+        config.service = args.service.clone();
+        config.allow_hosts = args.ssrf.allow_hosts.clone();
         let (cx, journal) = context_and_journal(&args.common)?;
-        let guard = builder.build(journal.clone()).map_err(built)?;
+        let guard = config.build(journal.clone()).map_err(built)?;
         let what = format!("alert {}", alert.name());
         return send_one(&guard, &cx, &alert, &what, flag_of, &journal).await;
     }
@@ -201,13 +199,11 @@ pub async fn send(args: AlertArgs) -> anyhow::Result<Ended> {
         .ok_or_else(|| anyhow!("--text is required with --slack-url-env"))?;
     let name = args.alertname.as_deref().unwrap_or("notification");
     let message = SlackMessage::new(name, text);
-    let url = secret_from_env("--slack-url-env", variable)?;
-    let mut builder = SlackClient::builder(url).ssrf_policy(ssrf);
-    if let Some(label) = &args.channel {
-        builder = builder.channel_label(label);
-    }
+    let mut config = SlackConfig::new(variable.clone());
+    config.channel = args.channel.clone();
+    config.allow_hosts = args.ssrf.allow_hosts.clone();
     let (cx, journal) = context_and_journal(&args.common)?;
-    let guard = builder.build(journal.clone()).map_err(built)?;
+    let guard = config.build(journal.clone()).map_err(built)?;
     let what = format!("slack message {name}");
     send_one(&guard, &cx, &message, &what, flag_of, &journal).await
 }

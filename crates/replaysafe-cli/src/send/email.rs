@@ -2,10 +2,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::anyhow;
 use replaysafe_core::{SendError, TargetRedaction};
 
-use super::{Common, Ended, Redact, announce, context_and_journal, finish, secret_from_env};
+use super::{Common, Ended, Redact, announce, config_error, context_and_journal, finish};
 
 /// An email to send.
 #[derive(Debug)]
@@ -63,50 +63,14 @@ fn scrubbed(text: String, addresses: &[&str], redaction: TargetRedaction) -> Str
     text
 }
 
-/// An SMTP server given as `smtp://HOST:PORT`.
-struct SmtpServer {
-    host: String,
-    port: u16,
-    /// `smtp://host:port`: all that is ever shown of it.
-    shown: String,
-}
-
-/// Parses `--smtp`. Errors never repeat the text: it may carry a password.
-fn parse_smtp(text: &str) -> anyhow::Result<SmtpServer> {
-    const EXPECTED: &str = "expected smtp://HOST:PORT";
-    let url = url::Url::parse(text.trim()).map_err(|_| anyhow!("--smtp: {EXPECTED}"))?;
-    if url.scheme() != "smtp" {
-        bail!("--smtp: {EXPECTED} (the scheme is not smtp)");
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        bail!("--smtp: {EXPECTED}: it carries credentials; pass --user and --password-env");
-    }
-    if url.query().is_some() || url.fragment().is_some() || !matches!(url.path(), "" | "/") {
-        bail!("--smtp: {EXPECTED}, without a path, query or fragment");
-    }
-    let host = url
-        .host_str()
-        .filter(|host| !host.is_empty())
-        .ok_or_else(|| anyhow!("--smtp: {EXPECTED} (no host)"))?;
-    let port = url
-        .port()
-        .ok_or_else(|| anyhow!("--smtp: {EXPECTED} (no port)"))?;
-    let host = host.trim_matches(['[', ']']).to_owned();
-    let shown = if host.contains(':') {
-        format!("smtp://[{host}]:{port}")
-    } else {
-        format!("smtp://{host}:{port}")
-    };
-    Ok(SmtpServer { host, port, shown })
-}
-
 /// The flag behind an email field or configuration field.
 fn email_flag(field: Option<&str>) -> &'static str {
     match field {
-        Some("host" | "port") => "--smtp",
-        Some("tls") => "--starttls",
-        Some("username") => "--user",
-        Some("root_certificate") => "--ca-file",
+        Some("smtp") => "--smtp",
+        Some("starttls") => "--starttls",
+        Some("user") => "--user",
+        Some("password_env") => "--password-env",
+        Some("ca_file") => "--ca-file",
         Some("from" | "from display name") => "--from",
         Some("subject") => "--subject",
         Some("message_type") => "--message-type",
@@ -118,36 +82,24 @@ fn email_flag(field: Option<&str>) -> &'static str {
 
 /// `replaysafe send email`.
 pub async fn email(request: EmailRequest, common: &Common) -> anyhow::Result<Ended> {
-    use replaysafe_email::{Email, EmailClient, EmailGuardExt, TlsMode};
-    let server = parse_smtp(&request.smtp)?;
-    let mut builder = EmailClient::smtp(&server.host, server.port)
-        .tls(if request.starttls {
-            TlsMode::StartTls
-        } else {
-            TlsMode::Plaintext
-        })
-        .redaction(request.redact.policy());
-    match (&request.user, &request.password_env) {
-        (Some(user), Some(variable)) => {
-            builder = builder.credentials(user, secret_from_env("--password-env", variable)?);
-        }
-        (None, None) => {}
-        _ => bail!("--user and --password-env go together"),
-    }
-    if let Some(path) = &request.ca_file {
-        let pem = std::fs::read(path)
-            .with_context(|| format!("--ca-file: reading {}", path.display()))?;
-        builder = builder.root_certificate_pem(pem);
-    }
+    use replaysafe_email::{Email, EmailConfig, EmailGuardExt};
+    let mut config = EmailConfig::new(&request.smtp);
+    config.starttls = request.starttls;
+    config.user = request.user.clone();
+    config.password_env = request.password_env.clone();
+    config.ca_file = request.ca_file.clone();
     let (cx, journal) = context_and_journal(common)?;
-    let guard = builder.build(journal.clone()).map_err(|e| {
-        anyhow!(
-            "{} ({}): {}",
-            email_flag(e.field()),
-            server.shown,
-            replaysafe_core::error_chain(&e)
-        )
-    })?;
+    let guard = config
+        .build_with(journal.clone(), Some(request.redact.policy()))
+        .map_err(|e| match e.field() {
+            // What the server said no to is shown with the server.
+            field @ (Some("starttls" | "ca_file") | None) => config_error(
+                format_args!("{} ({})", email_flag(field), config.shown()),
+                field,
+                &e,
+            ),
+            field => config_error(email_flag(field), field, &e),
+        })?;
     let redaction = guard.redaction().target();
     let mut addresses: Vec<&str> = request.to.iter().map(String::as_str).collect();
     addresses.push(&request.from);
@@ -188,14 +140,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn smtp_urls_are_parsed_and_never_quoted() {
-        let server = parse_smtp("smtp://127.0.0.1:2525").unwrap();
-        assert_eq!((server.host.as_str(), server.port), ("127.0.0.1", 2525));
-        assert_eq!(server.shown, "smtp://127.0.0.1:2525");
-        let server = parse_smtp("smtp://[::1]:25").unwrap();
+    fn smtp_urls_are_checked_and_never_quoted() {
+        use replaysafe_email::EmailConfig;
         assert_eq!(
-            (server.host.as_str(), server.shown.as_str()),
-            ("::1", "smtp://[::1]:25")
+            EmailConfig::new("smtp://[::1]:25").shown(),
+            "smtp://[::1]:25"
         );
         for bad in [
             "smtp://user:canary-pw@127.0.0.1:25",
@@ -207,15 +156,16 @@ mod tests {
             "canary:25",
             "",
         ] {
-            let error = parse_smtp(bad)
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
+            let error = EmailConfig::new(bad)
+                .build(replaysafe_core::MemoryJournal::new())
+                .unwrap_err();
+            assert_eq!(error.field(), Some("smtp"), "{bad}");
+            let shown = config_error("--smtp", error.field(), &error).to_string();
             assert!(
-                error.starts_with("--smtp: expected smtp://HOST:PORT"),
-                "{bad}: {error}"
+                shown.starts_with("--smtp: expected smtp://HOST:PORT"),
+                "{bad}: {shown}"
             );
-            assert!(!error.contains("canary"), "{bad}: {error}");
+            assert!(!shown.contains("canary"), "{bad}: {shown}");
         }
     }
 

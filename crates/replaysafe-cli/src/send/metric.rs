@@ -4,12 +4,12 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail};
 use replaysafe_metrics::{
-    Push, PushgatewayClient, Sample, StatsdClient, StatsdMetric, StatsdValue,
+    Push, PushgatewayConfig, Sample, StatsdConfig, StatsdMetric, StatsdValue,
 };
 
 use super::{
-    AllowHosts, Common, Ended, Utf8Text, announce, context_and_journal, finish, flag_for,
-    parse_pair, send_one, target_of,
+    AllowHosts, Common, Ended, Utf8Text, announce, config_error, context_and_journal, finish,
+    flag_for, parse_pair, send_one, target_of,
 };
 
 /// The flags of `send metric`.
@@ -63,8 +63,10 @@ pub enum SampleType {
     Untyped,
 }
 
-const FLAGS: [(&str, &str); 6] = [
-    ("base_url", "--pushgateway"),
+const FLAGS: [(&str, &str); 8] = [
+    ("url", "--pushgateway"),
+    ("allow_hosts", "--allow-host"),
+    ("port", "--statsd"),
     ("job", "--job"),
     ("label name", "--grouping-label"),
     ("metric name", "--metric"),
@@ -155,11 +157,12 @@ pub async fn send(args: MetricArgs) -> anyhow::Result<Ended> {
         for text in &args.metrics {
             push = push.with_sample(sample(text, args.kind)?);
         }
-        let builder = PushgatewayClient::builder(base).ssrf_policy(args.ssrf.policy()?);
+        let mut config = PushgatewayConfig::new(base);
+        config.allow_hosts = args.ssrf.allow_hosts.clone();
         let (cx, journal) = context_and_journal(&args.common)?;
-        let guard = builder
+        let guard = config
             .build(journal.clone())
-            .map_err(|e| anyhow!("{}: {}", flag(&e), replaysafe_core::error_chain(&e)))?;
+            .map_err(|e| config_error(flag(&e), e.field(), &e))?;
         let what = format!("metric push {job}");
         return send_one(&guard, &cx, &push, &what, flag, &journal).await;
     }
@@ -180,9 +183,9 @@ pub async fn send(args: MetricArgs) -> anyhow::Result<Ended> {
         metrics.push(metric);
     }
     let (cx, journal) = context_and_journal(&args.common)?;
-    let guard = StatsdClient::builder(&host, port)
+    let guard = StatsdConfig::new(host, port)
         .build(journal.clone())
-        .map_err(|e| anyhow!("--statsd: {}", replaysafe_core::error_chain(&e)))?;
+        .map_err(|e| config_error("--statsd", e.field(), &e))?;
     // Every line is checked before the first is sent.
     let targets = metrics
         .iter()

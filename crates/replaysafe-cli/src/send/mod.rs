@@ -31,8 +31,6 @@ use replaysafe_core::{
     Classify, EffectClient, EffectKind, EnvVarName, Guard, JsonlJournal, Outcome, RedactionPolicy,
     ReplayContext, SendError, TargetRedaction,
 };
-use replaysafe_webhook::SsrfPolicy;
-use secrecy::SecretString;
 
 /// What every `send` takes besides its effect.
 #[derive(Clone, Debug, Default, clap::Args)]
@@ -183,40 +181,12 @@ pub fn text_or_file(flag: &str, value: &str) -> anyhow::Result<String> {
     }
 }
 
-/// The value of `variable`, which must be set, non-empty and UTF-8. Errors name the flag
-/// and the variable (when it may be shown, see [`EnvVarName`]), never the value.
-fn env_text(flag: &str, variable: &EnvVarName) -> anyhow::Result<String> {
-    variable.read().map_err(|e| anyhow!("{flag}: {e}"))
-}
-
-fn secret_from_env(flag: &str, variable: &EnvVarName) -> anyhow::Result<SecretString> {
-    env_text(flag, variable).map(SecretString::from)
-}
-
 /// `--allow-host`, for the subcommands that send over HTTP.
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct AllowHosts {
     /// Host, IP address or CIDR network (127.0.0.0/8, ::1/128) the SSRF guard lets through even if internal (repeatable).
     #[arg(long = "allow-host", value_name = "HOST|CIDR", value_parser = Utf8Text)]
     pub allow_hosts: Vec<String>,
-}
-
-impl AllowHosts {
-    /// The SSRF policy with these entries let through.
-    fn policy(&self) -> anyhow::Result<SsrfPolicy> {
-        ssrf_policy(&self.allow_hosts)
-    }
-}
-
-/// The SSRF policy with every `--allow-host` entry (host, IP address or CIDR) let through.
-fn ssrf_policy(allow_hosts: &[String]) -> anyhow::Result<SsrfPolicy> {
-    let mut policy = SsrfPolicy::default();
-    for entry in allow_hosts {
-        policy = policy
-            .allow(entry)
-            .map_err(|e| anyhow!("--allow-host: {e}"))?;
-    }
-    Ok(policy)
 }
 
 /// `K=V` for `flag`; the error names the flag and does not repeat the text.

@@ -3,10 +3,10 @@
 use std::path::PathBuf;
 
 use anyhow::anyhow;
-use replaysafe_sftp::{FileDrop, SftpClient};
+use replaysafe_sftp::{FileDrop, SftpConfig};
 
 use super::{
-    Common, Ended, EnvVar, Utf8Text, context_and_journal, flag_for, secret_from_env, send_one,
+    Common, Ended, EnvVar, Utf8Text, config_error, context_and_journal, flag_for, send_one,
 };
 
 /// The flags of `send sftp`.
@@ -61,14 +61,14 @@ const FLAGS: [(&str, &str); 11] = [
     ("host", "--host"),
     ("port", "--port"),
     ("user", "--user"),
-    ("private_key", "--key"),
-    ("password", "--password-env"),
-    ("passphrase", "--passphrase-env"),
+    ("key", "--key"),
+    ("password_env", "--password-env"),
+    ("passphrase_env", "--passphrase-env"),
     ("known_hosts", "--known-hosts"),
-    ("remote_dir", "--dir"),
+    ("dir", "--dir"),
     ("name", "--name"),
     ("message_type", "--message-type"),
-    ("host_key_algorithms", "--known-hosts"),
+    ("overwrite", "--overwrite"),
 ];
 
 fn flag(error: &replaysafe_sftp::Error) -> String {
@@ -80,27 +80,18 @@ fn flag(error: &replaysafe_sftp::Error) -> String {
 
 /// `replaysafe send sftp`.
 pub async fn send(args: SftpArgs) -> anyhow::Result<Ended> {
-    let mut builder = SftpClient::builder(&args.host, &args.user)
-        .port(args.port)
-        .known_hosts(&args.known_hosts)
-        .remote_dir(&args.dir)
-        .overwrite(args.overwrite)
-        .max_idle_sessions(0);
-    if let Some(key) = &args.key {
-        builder = builder.private_key(key);
-    }
-    if let Some(variable) = &args.passphrase_env {
-        builder = builder.passphrase(secret_from_env("--passphrase-env", variable)?);
-    }
-    if let Some(variable) = &args.password_env {
-        builder = builder.password(secret_from_env("--password-env", variable)?);
-    }
+    let mut config = SftpConfig::new(&args.host, &args.user, &args.known_hosts, &args.dir);
+    config.port = args.port;
+    config.key = args.key.clone();
+    config.passphrase_env = args.passphrase_env.clone();
+    config.password_env = args.password_env.clone();
+    config.overwrite = args.overwrite;
     let drop = FileDrop::from_file(&args.message_type, &args.name, &args.file)
         .map_err(|e| anyhow!("--file: {}", replaysafe_core::error_chain(&e)))?;
     let (cx, journal) = context_and_journal(&args.common)?;
-    let guard = builder
+    let guard = config
         .build(journal.clone())
-        .map_err(|e| anyhow!("{}: {}", flag(&e), replaysafe_core::error_chain(&e)))?;
+        .map_err(|e| config_error(flag(&e), e.field(), &e))?;
     let what = format!("file drop {}", args.message_type);
     send_one(&guard, &cx, &drop, &what, flag, &journal).await
 }

@@ -1,11 +1,11 @@
 //! `replaysafe send trigger`: an Airflow DAG run, or a call to a generic trigger URL.
 
 use anyhow::{anyhow, bail};
-use replaysafe_webhook::{Trigger, TriggerClient};
+use replaysafe_webhook::{Trigger, TriggerConfig};
 
 use super::{
-    AllowHosts, Common, Ended, EnvVar, Redact, Utf8Text, context_and_journal, flag_for, json_value,
-    secret_from_env, send_one,
+    AllowHosts, Common, Ended, EnvVar, Redact, Utf8Text, config_error, context_and_journal,
+    flag_for, json_value, send_one,
 };
 
 /// The flags of `send trigger`.
@@ -57,33 +57,34 @@ fn flag(args: &TriggerArgs, field: Option<&str>) -> String {
         "--data"
     };
     let flags = [
-        ("airflow base URL", "--airflow"),
-        ("trigger URL", "--url"),
+        ("airflow", "--airflow"),
+        ("url", "--url"),
         ("dag_id", "--dag-id"),
         ("trigger name", "--message-type"),
         ("conf", conf),
-        ("airflow_login", "--user"),
-        ("bearer token", "--token-env"),
-        ("header", "--token-env"),
+        ("user", "--user"),
+        ("password_env", "--password-env"),
+        ("token_env", "--token-env"),
+        ("allow_hosts", "--allow-host"),
     ];
     flag_for(field, &flags, "send trigger").to_owned()
 }
 
 /// `replaysafe send trigger`.
 pub async fn send(args: TriggerArgs) -> anyhow::Result<Ended> {
-    let (mut builder, trigger, conf) = match (&args.airflow, &args.url) {
+    let (mut config, trigger, conf) = match (&args.airflow, &args.url) {
         (Some(base), _) => {
             let dag_id = args
                 .dag_id
                 .as_deref()
                 .ok_or_else(|| anyhow!("--dag-id is required with --airflow"))?;
             let conf = args.conf.as_deref().map(|conf| json_value("--conf", conf));
-            (TriggerClient::airflow(base), Trigger::new(dag_id), conf)
+            (TriggerConfig::airflow(base), Trigger::new(dag_id), conf)
         }
         (None, Some(url)) => {
             let name = args.message_type.as_deref().unwrap_or("trigger");
             let conf = args.data.as_deref().map(|data| json_value("--data", data));
-            (TriggerClient::url(url), Trigger::new(name), conf)
+            (TriggerConfig::url(url), Trigger::new(name), conf)
         }
         (None, None) => bail!("--airflow or --url is required"),
     };
@@ -91,27 +92,14 @@ pub async fn send(args: TriggerArgs) -> anyhow::Result<Ended> {
         Some(conf) => trigger.with_conf(conf?),
         None => trigger,
     };
-    builder = builder
-        .ssrf_policy(args.ssrf.policy()?)
-        .redaction(args.redact.policy());
-    match (&args.token_env, &args.user, &args.password_env) {
-        (Some(variable), None, None) => {
-            builder = builder.bearer_token(secret_from_env("--token-env", variable)?);
-        }
-        (None, Some(user), Some(variable)) => {
-            builder = builder.airflow_login(user, secret_from_env("--password-env", variable)?);
-        }
-        (None, None, None) => {}
-        _ => bail!("--user and --password-env go together, and exclude --token-env"),
-    }
+    config.token_env = args.token_env.clone();
+    config.user = args.user.clone();
+    config.password_env = args.password_env.clone();
+    config.allow_hosts = args.ssrf.allow_hosts.clone();
     let (cx, journal) = context_and_journal(&args.common)?;
-    let guard = builder.build(journal.clone()).map_err(|e| {
-        anyhow!(
-            "{}: {}",
-            flag(&args, e.field()),
-            replaysafe_core::error_chain(&e)
-        )
-    })?;
+    let guard = config
+        .build_with(journal.clone(), Some(args.redact.policy()))
+        .map_err(|e| config_error(flag(&args, e.field()), e.field(), &e))?;
     let what = format!("trigger {}", trigger.name());
     let flag_of = |e: &replaysafe_webhook::Error| flag(&args, e.field());
     send_one(&guard, &cx, &trigger, &what, flag_of, &journal).await

@@ -2,10 +2,9 @@
 
 use anyhow::{anyhow, bail};
 use replaysafe_core::EnvVarName;
+use replaysafe_webhook::{Webhook, WebhookConfig};
 
-use super::{
-    Common, Ended, Redact, context_and_journal, env_text, secret_from_env, send_one, ssrf_policy,
-};
+use super::{Common, Ended, Redact, config_error, context_and_journal, send_one};
 
 /// Where the webhook's URL comes from.
 #[derive(Debug)]
@@ -22,13 +21,6 @@ impl UrlSource {
         match self {
             UrlSource::Flag(_) => "--url".to_owned(),
             UrlSource::Env(variable) => format!("--url-env {variable}"),
-        }
-    }
-
-    fn read(&self) -> anyhow::Result<String> {
-        match self {
-            UrlSource::Flag(url) => Ok(url.clone()),
-            UrlSource::Env(variable) => env_text("--url-env", variable),
         }
     }
 }
@@ -72,57 +64,63 @@ fn parse_header(text: &str) -> anyhow::Result<(String, String)> {
     Ok((name.trim().to_owned(), value.trim().to_owned()))
 }
 
-/// The flag behind a webhook configuration field.
-fn webhook_flag(request: &WebhookRequest, error: &replaysafe_webhook::Error) -> String {
-    match error.field() {
-        Some("endpoint") => request.url.flag(),
-        Some("signing_secret") => "--secret-env".to_owned(),
-        Some("event_type") => "--event-type".to_owned(),
-        Some("header") => {
-            let secret = request.headers.is_empty()
-                || (!request.secret_headers.is_empty() && error.to_string().contains("secret"));
-            if secret {
-                "--secret-header-env".to_owned()
-            } else {
-                "--header".to_owned()
+impl WebhookRequest {
+    /// The flags as the client's configuration.
+    fn config(&self) -> anyhow::Result<WebhookConfig> {
+        let mut config = WebhookConfig::default();
+        match &self.url {
+            UrlSource::Flag(url) => config.url = Some(url.clone()),
+            UrlSource::Env(variable) => config.url_env = Some(variable.clone()),
+        }
+        for text in &self.headers {
+            let (name, value) = parse_header(text)?;
+            if config.headers.insert(name.clone(), value).is_some() {
+                bail!("--header: {name} is given twice");
             }
         }
-        _ => "send webhook".to_owned(),
+        for (name, variable) in &self.secret_headers {
+            if config
+                .secret_headers_env
+                .insert(name.clone(), variable.clone())
+                .is_some()
+            {
+                bail!("--secret-header-env: {name} is given twice");
+            }
+        }
+        config.secret_env = self.secret_env.clone();
+        config.allow_hosts = self.allow_hosts.clone();
+        Ok(config)
+    }
+
+    /// The flag behind a configuration field.
+    fn flag(&self, field: Option<&str>) -> String {
+        match field {
+            Some("url") => self.url.flag(),
+            Some("url_env") => "--url-env".to_owned(),
+            Some("secret_env") => "--secret-env".to_owned(),
+            Some("headers") => "--header".to_owned(),
+            Some("secret_headers_env") => "--secret-header-env".to_owned(),
+            Some("allow_hosts") => "--allow-host".to_owned(),
+            Some("event_type") => "--event-type".to_owned(),
+            _ => "send webhook".to_owned(),
+        }
     }
 }
 
 /// `replaysafe send webhook`.
 pub async fn webhook(request: WebhookRequest, common: &Common) -> anyhow::Result<Ended> {
-    use replaysafe_webhook::{Webhook, WebhookClient};
-    let url = request.url.read()?;
-    let mut builder = WebhookClient::builder(url)
-        .ssrf_policy(ssrf_policy(&request.allow_hosts)?)
-        .redaction(request.redact.policy());
-    for text in &request.headers {
-        let (name, value) = parse_header(text)?;
-        builder = builder.header(&name, &value);
-    }
-    for (name, variable) in &request.secret_headers {
-        builder = builder.secret_header(name, secret_from_env("--secret-header-env", variable)?);
-    }
-    if let Some(variable) = &request.secret_env {
-        builder = builder.signing_secret(secret_from_env("--secret-env", variable)?);
-    }
+    let config = request.config()?;
     let (cx, journal) = context_and_journal(common)?;
-    let guard = builder.build(journal.clone()).map_err(|e| {
-        anyhow!(
-            "{}: {}",
-            webhook_flag(&request, &e),
-            replaysafe_core::error_chain(&e)
-        )
-    })?;
+    let guard = config
+        .build_with(journal.clone(), Some(request.redact.policy()))
+        .map_err(|e| config_error(request.flag(e.field()), e.field(), &e))?;
     let webhook = Webhook::json(&request.event_type, request.data.clone());
     send_one(
         &guard,
         &cx,
         &webhook,
         &format!("webhook {}", request.event_type),
-        |invalid| webhook_flag(&request, invalid),
+        |invalid| request.flag(invalid.field()),
         &journal,
     )
     .await
