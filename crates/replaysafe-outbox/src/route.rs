@@ -124,24 +124,6 @@ impl Attempt {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn every_journal_reason_of_the_outbox_is_documented() {
-        let docs = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../docs/reference/journal.md"
-        ))
-        .unwrap();
-        let commands = [
-            crate::OperatorCommand::Retry.reason(),
-            crate::OperatorCommand::Resend.reason(),
-        ];
-        for reason in super::REFUSALS.iter().chain(&commands) {
-            assert!(docs.contains(&format!("| `{reason}` |")), "{reason}");
-        }
-    }
-}
 
 /// A route with its effect type erased, so one worker holds routes of many clients.
 #[async_trait]
@@ -253,6 +235,25 @@ where
                     other => short_error(other),
                 },
             },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_journal_reason_of_the_outbox_is_documented() {
+        let docs = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/reference/journal.md"
+        ))
+        .unwrap();
+        let commands = [
+            crate::OperatorCommand::Retry.reason(),
+            crate::OperatorCommand::Resend.reason(),
+        ];
+        for reason in super::REFUSALS.iter().chain(&commands) {
+            assert!(docs.contains(&format!("| `{reason}` |")), "{reason}");
         }
     }
 }
