@@ -124,7 +124,6 @@ impl Attempt {
     }
 }
 
-
 /// A route with its effect type erased, so one worker holds routes of many clients.
 #[async_trait]
 pub(crate) trait ErasedRoute: Send + Sync + fmt::Debug {

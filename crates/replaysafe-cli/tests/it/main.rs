@@ -2,6 +2,7 @@
 
 mod approve;
 mod cli;
+mod cli_reference;
 mod durable;
 mod outbox;
 mod outbox_boundaries;
