@@ -35,12 +35,13 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use chrono::{DurationRound, TimeDelta, Utc};
+use replaysafe::journal::NoopJournal;
 use replaysafe::outbox::postgres::{self, PostgresOutbox};
 use replaysafe::outbox::rusqlite::Connection;
 use replaysafe::outbox::tokio_postgres::NoTls;
 use replaysafe::outbox::{OutboxStore, Route, StoreCounters, Worker, WorkerBuilder, sqlite};
 use replaysafe::webhook::{IpNetwork, SsrfPolicy, Webhook, WebhookClient};
-use replaysafe::{NoopJournal, ReplayContext, RunKind, Window};
+use replaysafe::{ReplayContext, RunKind, Window};
 
 const LEASE: Duration = Duration::from_millis(1000);
 const FREEZE: Duration = Duration::from_millis(1600);

@@ -115,6 +115,8 @@ fn run_phases(phases: &mut Vec<(&'static str, Duration, bool)>) -> anyhow::Resul
         drop(services.take());
         Ok(())
     })?;
+    phase(phases, "public API", || crate::public_api::check(false))?;
+    phase(phases, "package", package)?;
     phase(phases, "docs", || {
         exec(
             cargo()
@@ -127,6 +129,26 @@ fn run_phases(phases: &mut Vec<(&'static str, Duration, bool)>) -> anyhow::Resul
     })?;
     Ok(())
 }
+
+/// `cargo package` of every published crate, in dependency order, each built from its
+/// package as crates.io would build it (dev-dependencies inside the workspace are path-only,
+/// so no cycle blocks publishing).
+pub(crate) fn package() -> anyhow::Result<()> {
+    let mut command = cargo();
+    command.args(["package", "--workspace", "--allow-dirty"]);
+    for unpublished in UNPUBLISHED {
+        command.args(["--exclude", unpublished]);
+    }
+    exec(&mut command)
+}
+
+/// Workspace members with `publish = false` (a tidy test holds this list to the manifests).
+pub(crate) const UNPUBLISHED: [&str; 4] = [
+    "replaysafe-bench",
+    "replaysafe-cli",
+    "replaysafe-examples",
+    "xtask",
+];
 
 /// Fails if a network backend or database driver is in replaysafe-core's normal dependencies.
 fn check_core_boundary() -> anyhow::Result<()> {

@@ -23,6 +23,7 @@ mod browser;
 mod ci;
 mod demo;
 mod dist;
+mod public_api;
 mod services;
 mod soak;
 mod system;
@@ -46,6 +47,8 @@ fn main() -> ExitCode {
         "browser" => browser::run(rest),
         "services" => services::run_foreground(rest),
         "soak" => soak::run(rest),
+        "public-api" => public_api::run(rest),
+        "package" => ci::package(),
         "help" | "--help" | "-h" => {
             print!("{}", HELP);
             Ok(())
@@ -77,4 +80,8 @@ commands:
   soak outbox [--kills N] [--workers W] [--backend sqlite|postgres]
                      the outbox crash test: SIGKILLed workers, 0 lost, 0 duplicates (default 1000 kills)
   services [NAME..]  start test servers on 127.0.0.1, print their environment, wait for Ctrl-C
+  public-api [--bless]
+                     the public API of every published crate against crates/*/public-api.txt (rustdoc JSON);
+                     --bless writes the snapshots after an intended change
+  package            cargo package of every published crate, in dependency order, built from the packages
 ";

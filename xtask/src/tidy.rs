@@ -203,3 +203,61 @@ fn readme_starts_with_the_two_commands() {
     let ci_script = std::fs::read_to_string(root().join(".ci/run")).unwrap();
     assert!(ci_script.contains("cargo xtask ci"));
 }
+
+#[test]
+fn every_member_is_published_with_its_metadata_or_listed_as_unpublished() {
+    let mut members: Vec<PathBuf> = std::fs::read_dir(root().join("crates"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    members.push(root().join("examples"));
+    members.push(root().join("xtask"));
+    let mut unpublished = Vec::new();
+    let mut published = Vec::new();
+    for member in members {
+        let manifest = std::fs::read_to_string(member.join("Cargo.toml")).unwrap();
+        let name = manifest
+            .lines()
+            .find_map(|line| line.strip_prefix("name = \""))
+            .and_then(|rest| rest.strip_suffix('"'))
+            .unwrap()
+            .to_owned();
+        if manifest.contains("\npublish = false") {
+            unpublished.push(name);
+            continue;
+        }
+        for field in [
+            "description",
+            "license",
+            "repository",
+            "readme",
+            "keywords",
+            "categories",
+        ] {
+            assert!(
+                manifest.lines().any(|line| line.starts_with(field)),
+                "{name} is published but its manifest has no {field}"
+            );
+        }
+        published.push(name);
+    }
+    unpublished.sort();
+    let mut listed: Vec<String> = crate::ci::UNPUBLISHED
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    listed.sort();
+    assert_eq!(unpublished, listed, "xtask's UNPUBLISHED list");
+    published.sort();
+    let mut checked: Vec<String> = crate::public_api::CRATES
+        .iter()
+        .map(|(name, _)| (*name).to_owned())
+        .filter(|name| root().join("crates").join(name).exists())
+        .collect();
+    checked.sort();
+    assert_eq!(
+        published, checked,
+        "every published crate's public API is checked"
+    );
+}

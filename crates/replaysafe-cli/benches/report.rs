@@ -7,10 +7,10 @@ use std::path::Path;
 use std::process::Command;
 
 use chrono::{TimeDelta, TimeZone, Utc};
+use replaysafe_bench::{Report, best_of, per_second};
 use replaysafe_cli::input::Progress;
 use replaysafe_cli::report::{self, Breakdown};
 use replaysafe_core::journal::{JournalDecision, JournalRecord, RecordEffect, RecordWindow};
-use replaysafe_test::bench::{Report, best_of, per_second};
 
 /// Writes `lines` records: a 90-window backfill's worth of emails, webhooks and drops,
 /// cycling through 10,000 recipients, so distinct values stay bounded as lines grow.

@@ -11,12 +11,13 @@ use std::hint::black_box;
 use std::io::{BufWriter, Write};
 use std::sync::Arc;
 
+use replaysafe_bench::{Report, best_of, per_second};
 use replaysafe_core::journal::Durability;
+use replaysafe_core::journal::NoopJournal;
 use replaysafe_core::{
     EffectClient, EffectKind, EffectRecord, Guard, IdempotencyKey, JsonlJournal, MemoryJournal,
-    NoopJournal, RedactionPolicy, Step,
+    RedactionPolicy, Step,
 };
-use replaysafe_test::bench::{Report, best_of, per_second};
 use replaysafe_test::{InertClient, TestEffect, contexts};
 use sha2::{Digest, Sha256};
 

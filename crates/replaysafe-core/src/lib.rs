@@ -112,9 +112,7 @@ pub use effect::{EffectDescription, EffectKind, PayloadDigest, RedactionPolicy, 
 pub use error::{Error, error_chain};
 pub use gate::{Decision, Reason};
 pub use guard::{Delivered, Guard, GuardLayer, Outcome, Preview, SendError, Suppressed};
-pub use journal::{
-    Journal, JournalRecord, JsonlJournal, MemoryJournal, NoopJournal, TracingJournal,
-};
+pub use journal::{Journal, JournalRecord, JsonlJournal, MemoryJournal, TracingJournal};
 pub use key::{IdempotencyKey, parse_rfc3339, rfc3339};
 pub use policy::{DEFAULT_CLOCK_SKEW, Mode, OptIn, RecencyPolicy, parse_duration};
 pub use record::{EffectRecord, Step};

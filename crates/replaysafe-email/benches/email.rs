@@ -18,9 +18,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lettre::message::{Mailbox as LettreMailbox, SinglePart};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+use replaysafe_bench::{Report, best_of, interleaved_chunks, per_second};
 use replaysafe_core::{EffectKind, Guard, IdempotencyKey, Journal, JsonlJournal};
 use replaysafe_email::{Email, EmailClient, TlsMode};
-use replaysafe_test::bench::{Report, best_of, interleaved_chunks, per_second};
 use replaysafe_test::contexts;
 use replaysafe_test::services::require;
 use tokio::task::JoinSet;

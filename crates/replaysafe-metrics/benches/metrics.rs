@@ -12,9 +12,9 @@ use metrics::{
     Counter, CounterFn, Gauge, Histogram, Key, KeyName, Level, Metadata, Recorder, SharedString,
     Unit,
 };
+use replaysafe_bench::{Report, best_of, per_second};
 use replaysafe_core::MemoryJournal;
 use replaysafe_metrics::ReplaySafeRecorder;
-use replaysafe_test::bench::{Report, best_of, per_second};
 use replaysafe_test::contexts;
 
 const INCREMENTS: usize = 1_000_000;

@@ -8,10 +8,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use replaysafe_core::{EffectKind, Guard, NoopJournal};
+use replaysafe_bench::{Report, interleaved_chunks, per_second};
+use replaysafe_core::journal::NoopJournal;
+use replaysafe_core::{EffectKind, Guard};
 use replaysafe_outbox::rusqlite::{Connection, params};
 use replaysafe_outbox::{Route, Worker, sqlite};
-use replaysafe_test::bench::{Report, interleaved_chunks, per_second};
 use replaysafe_test::contexts;
 
 mod common;

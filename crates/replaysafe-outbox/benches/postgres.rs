@@ -23,11 +23,12 @@ use std::time::{Duration, Instant};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use chrono::{TimeDelta, Utc};
-use replaysafe_core::{EffectKind, Guard, NoopJournal, ReplayContext, RunKind, Window};
+use replaysafe_bench::{Report, interleaved_chunks, per_second};
+use replaysafe_core::journal::NoopJournal;
+use replaysafe_core::{EffectKind, Guard, ReplayContext, RunKind, Window};
 use replaysafe_outbox::postgres::{self, PostgresOutbox};
 use replaysafe_outbox::tokio_postgres::{self, NoTls};
 use replaysafe_outbox::{Route, Worker};
-use replaysafe_test::bench::{Report, interleaved_chunks, per_second};
 use replaysafe_webhook::{SsrfPolicy, Webhook, WebhookClient};
 
 mod common;

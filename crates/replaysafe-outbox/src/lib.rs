@@ -46,7 +46,8 @@
 //! let dir = tempfile::tempdir()?;
 //! let path = dir.path().join("pipeline.db");
 //! let outbox = sqlite::SqliteOutbox::open(&path)?; // creates the tables
-//! let notes = Route::new("notes", Guard::new(Printer, NoopJournal))?;
+//! let journal = std::sync::Arc::new(MemoryJournal::new()); // a pipeline uses cx.open_journal()
+//! let notes = Route::new("notes", Guard::with_shared_journal(Printer, journal))?;
 //!
 //! // Compute: the curated rows and the effect commit together.
 //! let mut conn = rusqlite::Connection::open(&path)?;

@@ -17,9 +17,9 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use replaysafe_bench::{Report, per_second};
 use replaysafe_core::{Guard, JsonlJournal, ReplayContext};
 use replaysafe_sftp::{DropStatus, FileDrop, SftpClient};
-use replaysafe_test::bench::{Report, per_second};
 use replaysafe_test::contexts;
 use replaysafe_test::services::require;
 use ssh2::{CheckResult, KnownHostFileKind, Session};

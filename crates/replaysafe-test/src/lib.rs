@@ -34,7 +34,6 @@ use replaysafe_core::{
     Classify, Delivery, EffectClient, EffectDescription, EffectKind, IdempotencyKey, ReplayContext,
 };
 
-pub mod bench;
 pub mod contexts;
 mod journal;
 pub mod logs;

@@ -8,8 +8,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use replaysafe_bench::{Report, interleaved_chunks, per_second};
 use replaysafe_core::{Guard, IdempotencyKey, Journal};
-use replaysafe_test::bench::{Report, interleaved_chunks, per_second};
 use replaysafe_test::contexts;
 use replaysafe_webhook::{IpNetwork, SsrfPolicy, Webhook, WebhookClient};
 use serde_json::json;
@@ -111,7 +111,7 @@ fn main() {
             SsrfPolicy::default()
                 .allow_network("127.0.0.1/32".parse::<IpNetwork>().expect("network")),
         )
-        .build(replaysafe_core::NoopJournal)
+        .build(replaysafe_core::journal::NoopJournal)
         .expect("guarded client");
 
     // Warm both connection pools and allocators once.

@@ -518,7 +518,7 @@ async fn a_worker_only_claims_rows_of_its_routes() {
             "other_route",
             replaysafe_core::Guard::new(
                 crate::support::NoteClient::default(),
-                replaysafe_core::NoopJournal,
+                replaysafe_core::journal::NoopJournal,
             ),
         )
         .clock(fx.clock.clone())
@@ -550,7 +550,7 @@ async fn a_worker_needs_valid_distinct_routes() {
         "bad name",
         replaysafe_core::Guard::new(
             crate::support::NoteClient::default(),
-            replaysafe_core::NoopJournal,
+            replaysafe_core::journal::NoopJournal,
         ),
     )
     .unwrap_err();

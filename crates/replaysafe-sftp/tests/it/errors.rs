@@ -1,6 +1,7 @@
 //! Classification of real failures, and configuration errors naming their field.
 
-use replaysafe_core::{Classify, NoopJournal, RetryPolicy, SendError};
+use replaysafe_core::journal::NoopJournal;
+use replaysafe_core::{Classify, RetryPolicy, SendError};
 use replaysafe_sftp::{FileDrop, SftpClient};
 use replaysafe_test::contexts;
 

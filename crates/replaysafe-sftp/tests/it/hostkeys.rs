@@ -86,13 +86,13 @@ async fn known_hosts_is_required() {
     let error = replaysafe_sftp::SftpClient::builder("127.0.0.1", "root")
         .private_key(&server.key)
         .remote_dir("/x")
-        .build(replaysafe_core::NoopJournal)
+        .build(replaysafe_core::journal::NoopJournal)
         .unwrap_err();
     assert_eq!(error.field(), Some("known_hosts"));
     let error = server
         .builder()
         .known_hosts(server.upload.join("no-such-known-hosts"))
-        .build(replaysafe_core::NoopJournal)
+        .build(replaysafe_core::journal::NoopJournal)
         .unwrap_err();
     assert_eq!(error.field(), Some("known_hosts"), "{error}");
 }

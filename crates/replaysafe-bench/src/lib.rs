@@ -1,7 +1,11 @@
-//! Benchmark reports: figures written as JSON for `cargo xtask bench` to gather.
+//! The benchmark harness of replaysafe's own benchmarks: figures written as JSON for
+//! `cargo xtask bench` to gather (`docs/adr/0002-benchmark-harness.md`).
 //!
 //! Speed is reported as ratios against a raw baseline measured in the same process,
-//! never asserted in tests.
+//! never asserted in tests. Not published: it serves this workspace's benches only.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
