@@ -15,10 +15,15 @@ pub struct Resolved {
     pub run_kind: String,
     /// Replay flag, if set.
     pub replay_flag: Option<bool>,
-    /// Window start.
-    pub window_start: String,
-    /// Window end (equal to the start for an instant).
-    pub window_end: String,
+    /// Window start; `null` when no source gave a window (every effect is then suppressed,
+    /// `unknown_window`).
+    pub window_start: Option<String>,
+    /// Window end (equal to the start for an instant); `null` when there is no window.
+    pub window_end: Option<String>,
+    /// What to set, when there is no window.
+    pub window_note: Option<String>,
+    /// The runs that caused this one (`REPLAYSAFE_UPSTREAM`): `pipeline run_id (kind)`.
+    pub upstream: Vec<String>,
     /// The run's logical date, when the orchestrator gave one.
     pub logical_date: Option<String>,
     /// The data interval the orchestrator exported, `[start, end)` or `[t, t]`.
@@ -61,8 +66,18 @@ pub fn resolve(cx: &ReplayContext) -> Resolved {
         run_id: cx.run_id().to_string(),
         run_kind: cx.run_kind().to_string(),
         replay_flag: cx.replay_flag(),
-        window_start: replaysafe_core::rfc3339(cx.window().start()),
-        window_end: replaysafe_core::rfc3339(cx.window().end()),
+        window_start: cx
+            .has_window()
+            .then(|| replaysafe_core::rfc3339(cx.window().start())),
+        window_end: cx
+            .has_window()
+            .then(|| replaysafe_core::rfc3339(cx.window().end())),
+        window_note: cx.window_note().map(str::to_owned),
+        upstream: cx
+            .upstream()
+            .iter()
+            .map(|run| format!("{} {} ({})", run.pipeline(), run.run_id(), run.kind()))
+            .collect(),
         logical_date: cx.logical_date().map(replaysafe_core::rfc3339),
         run_interval: cx.run_interval().map(ToString::to_string),
         backfill_id: cx.backfill_id().map(str::to_owned),
@@ -143,13 +158,15 @@ pub fn render(resolved: &Resolved, json: bool) -> String {
         ),
         (
             "window",
-            if resolved.window_start == resolved.window_end {
-                format!(
-                    "[{}, {}] (an instant)",
-                    resolved.window_start, resolved.window_end
-                )
-            } else {
-                format!("[{}, {})", resolved.window_start, resolved.window_end)
+            match (&resolved.window_start, &resolved.window_end) {
+                (Some(start), Some(end)) if start == end => {
+                    format!("[{start}, {end}] (an instant)")
+                }
+                (Some(start), Some(end)) => format!("[{start}, {end})"),
+                _ => format!(
+                    "unknown: {}",
+                    resolved.window_note.clone().unwrap_or_default()
+                ),
             },
         ),
         ("logical date", or_unset(resolved.logical_date.clone())),
@@ -174,6 +191,9 @@ pub fn render(resolved: &Resolved, json: bool) -> String {
         ),
     ] {
         out.push_str(&format!("{label:<12} {value}\n"));
+    }
+    for run in &resolved.upstream {
+        out.push_str(&format!("{:<12} {run}\n", "upstream"));
     }
     for opt_in in &resolved.opt_ins {
         out.push_str(&format!("{:<12} {opt_in}\n", "opt-in"));

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use crate::{
-    Clock, Error, Mode, OptIn, RecencyPolicy, RunId, RunKind, SystemClock, TrustedApprovers, Window,
+    Clock, Error, Mode, OptIn, RecencyPolicy, RunId, RunKind, SystemClock, TrustedApprovers,
+    UpstreamRun, Window,
 };
 
 /// Everything the gate needs to know about a run: pipeline, run id, run kind, data
@@ -32,6 +33,10 @@ struct Inner {
     replay_flag: Option<bool>,
     window: Window,
     window_text: (String, String),
+    /// Whether any source gave the window; without one `window` is a placeholder (the
+    /// Unix epoch's instant) and every effect is suppressed with `unknown_window`.
+    window_known: bool,
+    upstream: Vec<UpstreamRun>,
     logical_date: Option<DateTime<Utc>>,
     run_interval: Option<Window>,
     backfill_id: Option<String>,
@@ -44,6 +49,25 @@ struct Inner {
     conflict: Option<String>,
 }
 
+/// A name people read and the journal records: non-empty, without control characters or
+/// bidirectional overrides. The error names `field`.
+pub(crate) fn checked_name(field: &'static str, value: String) -> Result<String, Error> {
+    if value.trim().is_empty() {
+        return Err(Error::Missing {
+            field,
+            hint: "must not be empty",
+        });
+    }
+    if value.chars().any(crate::run::is_hidden_char) {
+        return Err(Error::invalid(
+            field,
+            value.escape_debug().to_string(),
+            crate::run::HIDDEN_CHARS,
+        ));
+    }
+    Ok(value)
+}
+
 impl fmt::Debug for ReplayContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let inner = &*self.inner;
@@ -52,7 +76,8 @@ impl fmt::Debug for ReplayContext {
             .field("run_id", &inner.run_id)
             .field("run_kind", &inner.run_kind)
             .field("replay_flag", &inner.replay_flag)
-            .field("window", &inner.window)
+            .field("window", &inner.window_known.then_some(&inner.window))
+            .field("upstream", &inner.upstream)
             .field("logical_date", &inner.logical_date)
             .field("run_interval", &inner.run_interval)
             .field("backfill_id", &inner.backfill_id)
@@ -160,9 +185,34 @@ impl ReplayContext {
         self.inner.replay_flag
     }
 
-    /// The data window.
+    /// The data window. When no source gave one ([`ReplayContext::has_window`] is false)
+    /// it is a placeholder, the Unix epoch's instant, and every effect is suppressed with
+    /// `unknown_window`.
     pub fn window(&self) -> &Window {
         &self.inner.window
+    }
+
+    /// Whether a source gave the data window: the explicit one, the orchestrator's, or the
+    /// span of the upstream runs' windows.
+    pub fn has_window(&self) -> bool {
+        self.inner.window_known
+    }
+
+    /// Why the run has no window and what to set, when it has none; the journal records it
+    /// as the note of every effect it suppresses.
+    pub fn window_note(&self) -> Option<&'static str> {
+        (!self.inner.window_known).then_some(crate::env::NO_WINDOW)
+    }
+
+    /// The runs that caused this one (`REPLAYSAFE_UPSTREAM`), if any.
+    pub fn upstream(&self) -> &[UpstreamRun] {
+        &self.inner.upstream
+    }
+
+    /// Whether a run that caused this one is a replay: every effect is then suppressed
+    /// with `upstream_replay`, unless an opt-in naming this pipeline lifts it.
+    pub fn is_upstream_replay(&self) -> bool {
+        self.inner.upstream.iter().any(|run| run.kind().is_replay())
     }
 
     /// The run's logical date, when the orchestrator gave one (`AIRFLOW_CTX_LOGICAL_DATE`).
@@ -200,9 +250,10 @@ impl ReplayContext {
     /// allowance: a window from the run's future, such as one computed from the wall clock
     /// in a run that is days late.
     pub fn is_window_after_logical_date(&self) -> bool {
-        self.inner.logical_date.is_some_and(|logical| {
-            self.inner.window.start() - logical > self.inner.recency.clock_skew()
-        })
+        self.inner.window_known
+            && self.inner.logical_date.is_some_and(|logical| {
+                self.inner.window.start() - logical > self.inner.recency.clock_skew()
+            })
     }
 
     /// Whether the run carries a backfill id while its kind says it is current (scheduled,
@@ -350,6 +401,7 @@ impl ReplayContext {
         self.with(|inner| {
             inner.window = window;
             inner.window_text = window_text(&window);
+            inner.window_known = true;
         })
     }
 
@@ -397,6 +449,7 @@ pub struct ReplayContextBuilder {
     run_kind: Option<RunKind>,
     replay_flag: Option<bool>,
     window: Option<Window>,
+    upstream: Vec<UpstreamRun>,
     logical_date: Option<DateTime<Utc>>,
     run_interval: Option<Window>,
     backfill_id: Option<String>,
@@ -445,9 +498,18 @@ impl ReplayContextBuilder {
         self
     }
 
-    /// The data window (required): `[start, end)`, or an instant.
+    /// The data window: `[start, end)`, or an instant. Without one the window is the
+    /// span of the upstream runs' windows; without those, the context has no window and
+    /// suppresses every effect (`unknown_window`).
     pub fn window(mut self, window: Window) -> Self {
         self.window = Some(window);
+        self
+    }
+
+    /// The runs that caused this one: an upstream replay suppresses every effect
+    /// (`upstream_replay`), an upstream run of unknown kind makes this run's kind unknown.
+    pub fn upstream(mut self, upstream: Vec<UpstreamRun>) -> Self {
+        self.upstream = upstream;
         self
     }
 
@@ -513,49 +575,48 @@ impl ReplayContextBuilder {
         self
     }
 
-    /// Builds the context; a missing required field is [`Error::Missing`].
+    /// Builds the context; a missing pipeline or run id is [`Error::Missing`], a name with
+    /// control characters or bidirectional overrides [`Error::Invalid`].
     pub fn build(self) -> Result<ReplayContext, Error> {
-        let pipeline = self
-            .pipeline
-            .filter(|p| !p.trim().is_empty())
-            .ok_or(Error::Missing {
+        let pipeline = checked_name(
+            "pipeline",
+            self.pipeline.ok_or(Error::Missing {
                 field: "pipeline",
                 hint: "name the pipeline",
-            })?;
-        if pipeline.chars().any(crate::run::is_hidden_char) {
-            return Err(Error::invalid(
-                "pipeline",
-                pipeline.escape_debug().to_string(),
-                crate::run::HIDDEN_CHARS,
-            ));
-        }
+            })?,
+        )?;
         let run_id = RunId::new(self.run_id.ok_or(Error::Missing {
             field: "run_id",
             hint: "name the execution attempt",
         })?)?;
-        let window = self.window.ok_or(Error::Missing {
-            field: "window",
-            hint: "give the data window [start, end), or an instant",
-        })?;
-        let backfill_id = self.backfill_id.filter(|id| !id.trim().is_empty());
-        if let Some(id) = backfill_id
-            .as_ref()
-            .filter(|id| id.chars().any(crate::run::is_hidden_char))
+        let window = self.window.or_else(|| crate::lineage::span(&self.upstream));
+        let window_known = window.is_some();
+        let window = window.unwrap_or(Window::instant(DateTime::<Utc>::UNIX_EPOCH));
+        let backfill_id = self
+            .backfill_id
+            .filter(|id| !id.trim().is_empty())
+            .map(|id| checked_name("backfill_id", id))
+            .transpose()?;
+        // An upstream run whose kind cannot be told makes this run's kind unknown.
+        let run_kind = if self
+            .upstream
+            .iter()
+            .any(|run| run.kind() == RunKind::Unknown)
         {
-            return Err(Error::invalid(
-                "backfill_id",
-                id.escape_debug().to_string(),
-                crate::run::HIDDEN_CHARS,
-            ));
-        }
+            RunKind::Unknown
+        } else {
+            self.run_kind.unwrap_or(RunKind::Unknown)
+        };
         Ok(ReplayContext {
             inner: Arc::new(Inner {
                 pipeline,
                 run_id,
-                run_kind: self.run_kind.unwrap_or(RunKind::Unknown),
+                run_kind,
                 replay_flag: self.replay_flag,
                 window,
                 window_text: window_text(&window),
+                window_known,
+                upstream: self.upstream,
                 logical_date: self.logical_date,
                 run_interval: self.run_interval,
                 backfill_id,

@@ -38,6 +38,10 @@ pub mod vars {
     /// A trusted-approvers file (`NAME KEY` lines): when set, only opt-ins signed by one of
     /// its keys lift anything.
     pub const TRUSTED_APPROVERS: &str = "REPLAYSAFE_TRUSTED_APPROVERS";
+    /// The runs that caused this one: a JSON array of `{"pipeline", "run_id", "run_kind"?,
+    /// "replay"?, "window_start"?, "window_end"?, "logical_date"?}`. An upstream replay
+    /// suppresses every effect; a run without a window of its own takes their span.
+    pub const UPSTREAM: &str = "REPLAYSAFE_UPSTREAM";
     /// Airflow: DAG id (pipeline fallback).
     pub const AIRFLOW_DAG_ID: &str = "AIRFLOW_CTX_DAG_ID";
     /// Airflow: DAG run id (run id fallback; its prefix gives the run kind).
@@ -55,7 +59,7 @@ pub mod vars {
     pub const AIRFLOW_LOGICAL_DATE: &str = "AIRFLOW_CTX_LOGICAL_DATE";
 
     /// Every variable above.
-    pub const ALL: [&str; 19] = [
+    pub const ALL: [&str; 20] = [
         PIPELINE,
         RUN_ID,
         RUN_KIND,
@@ -68,6 +72,7 @@ pub mod vars {
         MAX_AGE,
         OPT_IN,
         TRUSTED_APPROVERS,
+        UPSTREAM,
         AIRFLOW_DAG_ID,
         AIRFLOW_DAG_RUN_ID,
         AIRFLOW_TRY_NUMBER,
@@ -79,6 +84,12 @@ pub mod vars {
 }
 
 use vars::*;
+
+/// What to set when a run has no data window: the note journaled with every effect such a
+/// run suppresses (`unknown_window`), and the line `replaysafe send` prints.
+pub const NO_WINDOW: &str = "no data window: set REPLAYSAFE_WINDOW_START and REPLAYSAFE_WINDOW_END \
+    (RFC 3339; equal for an instant), or run under an orchestrator that exports one \
+    (AIRFLOW_CTX_LOGICAL_DATE; REPLAYSAFE_UPSTREAM, which the replaysafe.airflow hook exports, for an asset-triggered run)";
 
 /// Variables whose being set turns a check on: set but blank, they are an error naming
 /// them rather than unset, which would turn the check off without a word.
@@ -178,20 +189,23 @@ pub(crate) fn resolve(env: &HashMap<String, String>) -> Result<ReplayContext, Er
         .transpose()?;
     let window = explicit_window
         .or(airflow_interval)
-        .or(logical_date.map(Window::instant))
-        .ok_or(Error::Missing {
-            field: WINDOW_START,
-            hint: "this run has no data window: set REPLAYSAFE_WINDOW_START and REPLAYSAFE_WINDOW_END \
-                   (RFC 3339; equal for an instant). Under Airflow the window comes from \
-                   AIRFLOW_CTX_LOGICAL_DATE, which a manual run triggered without a logical date lacks",
-        })?;
+        .or(logical_date.map(Window::instant));
+    let upstream = get(UPSTREAM)
+        .map(|text| crate::UpstreamRun::parse_list(UPSTREAM, &text))
+        .transpose()?
+        .unwrap_or_default();
 
+    // Without a window from any source, the context has none: every effect is suppressed
+    // with `unknown_window` (not an error, so a task without one runs and says why).
     let mut builder = ReplayContext::builder()
         .pipeline(pipeline)
         .run_id(run_id)
         .run_kind(run_kind)
-        .window(window)
+        .upstream(upstream)
         .mode(mode);
+    if let Some(window) = window {
+        builder = builder.window(window);
+    }
     if let Some(interval) = airflow_interval {
         builder = builder.run_interval(interval);
     }

@@ -45,6 +45,13 @@ pub enum Reason {
     /// An opt-in that covered the effect is signed by a key that is not among the trusted
     /// approvers; it enabled nothing.
     OptInUntrusted,
+    /// A run that caused this one (`REPLAYSAFE_UPSTREAM`) is a replay: a backfill's
+    /// downstream runs deliver nothing. Only an opt-in that names this pipeline lifts it.
+    UpstreamReplay,
+    /// No source gave the run a data window (no explicit window, no orchestrator interval
+    /// or logical date, no upstream window): the effect cannot be keyed or judged recent.
+    /// The journal's note says what to set. Never liftable.
+    UnknownWindow,
 }
 
 impl Reason {
@@ -65,6 +72,8 @@ impl Reason {
             Reason::OptInUnsigned => "opt_in_unsigned",
             Reason::OptInBadSignature => "opt_in_bad_signature",
             Reason::OptInUntrusted => "opt_in_untrusted",
+            Reason::UpstreamReplay => "upstream_replay",
+            Reason::UnknownWindow => "unknown_window",
         }
     }
 
@@ -72,7 +81,7 @@ impl Reason {
     pub fn is_liftable(self) -> bool {
         matches!(
             self,
-            Reason::ReplayRun | Reason::ReplayFlag | Reason::StaleWindow
+            Reason::ReplayRun | Reason::ReplayFlag | Reason::StaleWindow | Reason::UpstreamReplay
         )
     }
 }
@@ -126,6 +135,7 @@ impl ReplayContext {
         &self,
         opt_in: &OptIn,
         now: chrono::DateTime<chrono::Utc>,
+        upstream_replay: bool,
     ) -> (Option<&str>, Option<Reason>) {
         let signer = self
             .trusted_approvers()
@@ -136,7 +146,10 @@ impl ReplayContext {
             Some(Reason::OptInUnsigned)
         } else if self.trusted_approvers().is_some() && signer.is_none() {
             Some(Reason::OptInUntrusted)
-        } else if !opt_in.is_in_scope(self) {
+        } else if !opt_in.is_in_scope(self)
+            || (upstream_replay && opt_in.pipeline() != Some(self.pipeline()))
+        {
+            // An upstream replay is lifted only by an opt-in that names this pipeline.
             Some(Reason::OptInOutOfScope)
         } else if opt_in.is_expired(now) {
             Some(Reason::OptInExpired)
@@ -150,8 +163,9 @@ impl ReplayContext {
     ///
     /// **Architecture Invariant:** suppression is the default for anything that is not
     /// a current run. Returns every reason that applies, not just the first:
-    /// `dry_run`, `unknown_context`, `conflicting_context`, `future_window` (never liftable);
-    /// `replay_run`, `replay_flag`, `stale_window` (liftable by an opt-in that covers the
+    /// `dry_run`, `unknown_context`, `unknown_window`, `conflicting_context`, `future_window`
+    /// (never liftable); `replay_run`, `replay_flag`, `upstream_replay` (only by an opt-in
+    /// that names this pipeline), `stale_window` (liftable by an opt-in that covers the
     /// kind and target, is in scope for this run, unexpired and, when trusted approvers
     /// are configured, signed by one of them, which adds `opt_in`; otherwise the first
     /// covering opt-in adds why it did not lift: `opt_in_bad_signature`, `opt_in_unsigned`,
@@ -169,10 +183,13 @@ impl ReplayContext {
         if self.run_kind() == RunKind::Unknown {
             reasons.push(Reason::UnknownContext);
         }
+        if !self.has_window() {
+            reasons.push(Reason::UnknownWindow);
+        }
         if self.is_conflicting() {
             reasons.push(Reason::ConflictingContext);
         }
-        if self.is_future(now) {
+        if self.has_window() && self.is_future(now) {
             reasons.push(Reason::FutureWindow);
         }
         if self.run_kind().is_replay() {
@@ -181,7 +198,10 @@ impl ReplayContext {
         if self.replay_flag() == Some(true) {
             reasons.push(Reason::ReplayFlag);
         }
-        if self.recency().is_stale(kind, self.recency_end(), now) {
+        if self.is_upstream_replay() {
+            reasons.push(Reason::UpstreamReplay);
+        }
+        if self.has_window() && self.recency().is_stale(kind, self.recency_end(), now) {
             reasons.push(Reason::StaleWindow);
         }
 
@@ -206,7 +226,7 @@ impl ReplayContext {
             .iter()
             .filter(|opt_in| opt_in.covers(kind, target))
         {
-            let (signer, refusal) = self.weigh(opt_in, now);
+            let (signer, refusal) = self.weigh(opt_in, now, self.is_upstream_replay());
             let opt_in = opt_in.clone().with_signer(signer);
             match refusal {
                 None => {

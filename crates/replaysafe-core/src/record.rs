@@ -131,7 +131,7 @@ impl<'a> EffectRecord<'a> {
             opt_in: self.opt_in.as_ref(),
             attempt,
             error,
-            note: None,
+            note: self.cx.window_note(),
         }
     }
 

@@ -288,6 +288,38 @@ pub struct TriggerReceipt {
     pub already_triggered: bool,
 }
 
+/// The trigger's conf with this run added as the downstream run's cause:
+/// `conf.replaysafe.upstream` is `[this run]` (pipeline, run id, run kind, window), the
+/// shape of `REPLAYSAFE_UPSTREAM`, so the downstream run can know what caused it and a
+/// downstream of a replay is a replay. Other keys of `conf.replaysafe` are kept; a
+/// `conf.replaysafe` that is not an object is invalid.
+fn with_lineage(cx: &ReplayContext, conf: &serde_json::Value) -> Result<serde_json::Value, Error> {
+    let mut conf = conf.clone();
+    let this_run = replaysafe_core::UpstreamRun::new(
+        cx.pipeline(),
+        cx.run_id().as_str(),
+        Some(cx.run_kind()),
+        cx.has_window().then(|| *cx.window()),
+    )
+    .map_err(|e| Error::invalid("conf", e))?;
+    let section = conf
+        .as_object_mut()
+        .ok_or_else(|| Error::invalid("conf", "must be a JSON object"))?
+        .entry("replaysafe")
+        .or_insert_with(|| serde_json::json!({}));
+    let section = section.as_object_mut().ok_or_else(|| {
+        Error::invalid(
+            "conf",
+            "conf.replaysafe is where replaysafe puts the run's lineage: it must be an object",
+        )
+    })?;
+    section.insert(
+        "upstream".to_owned(),
+        serde_json::Value::Array(vec![this_run.to_json()]),
+    );
+    Ok(conf)
+}
+
 /// What one trigger becomes on the wire.
 struct Prepared {
     endpoint: Endpoint,
@@ -322,6 +354,7 @@ impl TriggerClient {
         let endpoint = self.endpoint(trigger)?;
         let window = cx.window();
         let logical_date = rfc3339(trigger.logical_date.unwrap_or(window.start()));
+        let conf = with_lineage(cx, &trigger.conf)?;
         let (body, run_id) = match &self.preset {
             Preset::Airflow { .. } => {
                 // `describe` runs before the guard derives the key; derive the same one.
@@ -345,7 +378,7 @@ impl TriggerClient {
                     "logical_date": logical_date,
                     "data_interval_start": rfc3339(window.start()),
                     "data_interval_end": rfc3339(window.end()),
-                    "conf": trigger.conf,
+                    "conf": conf,
                 });
                 (body, Some(run_id))
             }
@@ -356,7 +389,7 @@ impl TriggerClient {
                     "logical_date": logical_date,
                     "data_interval_start": rfc3339(window.start()),
                     "data_interval_end": rfc3339(window.end()),
-                    "conf": trigger.conf,
+                    "conf": conf,
                 });
                 (body, None)
             }

@@ -273,8 +273,17 @@ fn announce<R, E: std::error::Error + Classify + 'static>(
         }
         Ok(Outcome::Suppressed(suppressed)) => {
             let reasons: Vec<&str> = suppressed.reasons.iter().map(|r| r.as_str()).collect();
+            // A run without a window says, on the same line, what to set.
+            let note = if suppressed
+                .reasons
+                .contains(&replaysafe_core::Reason::UnknownWindow)
+            {
+                format!("; {}", replaysafe_core::env::NO_WINDOW)
+            } else {
+                String::new()
+            };
             eprintln!(
-                "replaysafe: suppressed {what} to {target}: {} (key {})",
+                "replaysafe: suppressed {what} to {target}: {} (key {}){note}",
                 reasons.join(", "),
                 suppressed.key
             );

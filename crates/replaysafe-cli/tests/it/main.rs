@@ -4,6 +4,7 @@ mod approve;
 mod cli;
 mod cli_reference;
 mod durable;
+mod lineage;
 mod outbox;
 mod outbox_boundaries;
 mod review;

@@ -558,12 +558,17 @@ fn triggers_start_downstream_runs_only_for_a_current_run() {
                 seen[1].headers["authorization"],
                 format!("Bearer {TOKEN}").as_str()
             );
+            // The conf as given, and this run as the downstream run's cause.
+            let conf = seen[1].json()["conf"].clone();
+            assert_eq!(conf["source"], "orders");
             assert_eq!(
-                seen[1].json()["conf"],
-                serde_json::json!({"source": "orders"})
+                conf["replaysafe"]["upstream"][0]["pipeline"],
+                "daily_orders"
             );
+            assert_eq!(conf["replaysafe"]["upstream"][0]["run_kind"], "scheduled");
             assert_eq!(seen[2].method, Method::POST);
-            assert_eq!(seen[2].json()["conf"], serde_json::json!({"full": true}));
+            assert_eq!(seen[2].json()["conf"]["full"], true);
+            assert!(seen[2].json()["conf"]["replaysafe"]["upstream"].is_array());
             assert_eq!(seen[2].json()["pipeline"], "daily_orders");
         } else {
             assert!(seen.is_empty(), "{env_name}: {seen:?}");

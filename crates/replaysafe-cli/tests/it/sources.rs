@@ -185,16 +185,25 @@ fn a_default_airflow3_task_delivers_its_latest_tick_and_suppresses_the_rest() {
 }
 
 #[test]
-fn a_manual_airflow3_run_without_a_logical_date_is_told_what_to_set() {
+fn a_manual_airflow3_run_without_a_logical_date_suppresses_and_is_told_what_to_set() {
     let dir = tempfile::tempdir().unwrap();
     let (address, received) = receiver();
     let mut env = airflow3("manual", Utc::now());
     env.retain(|(name, _)| *name != "AIRFLOW_CTX_LOGICAL_DATE");
-    let (code, stderr, _) = send_webhook(address, &dir.path().join("j.jsonl"), &env);
-    assert_eq!(code, Some(2), "{stderr}");
+    let journal = dir.path().join("j.jsonl");
+    let (code, stderr, _) = send_webhook(address, &journal, &env);
+    // Not an error: suppressed, journaled with what to set, one line saying it, exit 0.
+    assert_eq!(code, Some(0), "{stderr}");
     assert!(
-        stderr.contains("REPLAYSAFE_WINDOW_START") && stderr.contains("AIRFLOW_CTX_LOGICAL_DATE"),
+        stderr.contains("unknown_window")
+            && stderr.contains("REPLAYSAFE_WINDOW_START")
+            && stderr.contains("AIRFLOW_CTX_LOGICAL_DATE"),
         "{stderr}"
+    );
+    let text = std::fs::read_to_string(&journal).unwrap();
+    assert!(
+        text.contains(r#""decision":"suppressed""#) && text.contains("\"note\":\"no data window"),
+        "{text}"
     );
     assert!(received.lock().unwrap().is_empty());
 }

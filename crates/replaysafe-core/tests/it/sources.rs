@@ -91,21 +91,23 @@ fn airflow3_catch_up_run_three_days_late_is_stale() {
 }
 
 #[test]
-fn airflow3_manual_run_without_a_logical_date_names_the_variables_to_set() {
+fn airflow3_manual_run_without_a_logical_date_suppresses_and_names_the_variables_to_set() {
     for logical in [None, Some(""), Some("None")] {
         let mut vars = airflow3("manual__2026-12-01T02:11:54.836492+00:00", "");
         vars.retain(|(name, _)| *name != "AIRFLOW_CTX_LOGICAL_DATE");
         if let Some(value) = logical {
             vars.push(("AIRFLOW_CTX_LOGICAL_DATE", value.into()));
         }
-        let err = with_clock(vars, tick()).unwrap_err();
-        assert!(matches!(err, Error::Missing { .. }), "{err:?}");
-        let text = err.to_string();
+        let cx = with_clock(vars, tick()).unwrap();
+        let decision = email(&cx);
+        assert!(decision.suppresses());
+        assert_eq!(decision.reasons(), [Reason::UnknownWindow]);
+        let note = cx.window_note().unwrap();
         assert!(
-            text.contains("REPLAYSAFE_WINDOW_START")
-                && text.contains("REPLAYSAFE_WINDOW_END")
-                && text.contains("AIRFLOW_CTX_LOGICAL_DATE"),
-            "{text}"
+            note.contains("REPLAYSAFE_WINDOW_START")
+                && note.contains("REPLAYSAFE_WINDOW_END")
+                && note.contains("AIRFLOW_CTX_LOGICAL_DATE"),
+            "{note}"
         );
     }
 }
@@ -674,6 +676,87 @@ struct Sources {
     explicit_window: Option<(Option<i64>, Option<i64>)>,
     interval: Option<(Option<i64>, Option<i64>)>,
     logical: Option<Option<i64>>,
+    upstream: Vec<Upstream>,
+}
+
+/// One run of `REPLAYSAFE_UPSTREAM`: its run id's prefix (or an id without one), its
+/// explicit kind and replay flag, and its window (start and end offsets, a logical date
+/// when both are the same).
+#[derive(Clone, Debug)]
+struct Upstream {
+    prefix: Option<&'static str>,
+    run_kind: Option<&'static str>,
+    replay: Option<bool>,
+    window: Option<(i64, i64)>,
+}
+
+const UPSTREAM_PREFIXES: &[&str] = &["scheduled", "backfill", "manual", "asset_triggered", "odd"];
+const UPSTREAM_KINDS: &[&str] = &[
+    "scheduled",
+    "manual",
+    "retry",
+    "backfill",
+    "replay",
+    "rebuild",
+];
+
+fn upstream() -> impl Strategy<Value = Upstream> {
+    let ends = prop::sample::select(vec![-20_000i64, -400, -300, -10, 0]);
+    (
+        words(UPSTREAM_PREFIXES),
+        words(UPSTREAM_KINDS),
+        prop::option::of(any::<bool>()),
+        prop::option::of((ends, prop::sample::select(vec![0i64, 60, 1440]))),
+    )
+        .prop_map(|(prefix, run_kind, replay, window)| Upstream {
+            prefix,
+            run_kind,
+            replay,
+            window: window.map(|(end, length)| (end - length, end)),
+        })
+}
+
+impl Upstream {
+    fn json(&self) -> serde_json::Value {
+        let mut run = serde_json::json!({
+            "pipeline": "up",
+            "run_id": match self.prefix {
+                Some(prefix) => format!("{prefix}__{NOW}"),
+                None => "run-42".to_owned(),
+            },
+        });
+        if let Some(kind) = self.run_kind {
+            run["run_kind"] = kind.into();
+        }
+        if let Some(replay) = self.replay {
+            run["replay"] = replay.into();
+        }
+        match self.window {
+            Some((start, end)) if start == end => {
+                run["logical_date"] = time_text(Some(start)).into();
+            }
+            Some((start, end)) => {
+                run["window_start"] = time_text(Some(start)).into();
+                run["window_end"] = time_text(Some(end)).into();
+            }
+            None => {}
+        }
+        run
+    }
+
+    /// Whether this upstream run is a current one, by the rules: its explicit kind and its
+    /// run id's prefix are both current where given, one of them is given, no replay flag.
+    fn is_current(&self) -> bool {
+        let current = |k: &str| matches!(k, "scheduled" | "manual" | "retry" | "resume");
+        let by_prefix = self.prefix.map(|p| match p {
+            "asset_triggered" => "scheduled",
+            other => other,
+        });
+        (self.run_kind.is_some() || by_prefix.is_some())
+            && self.run_kind.is_none_or(current)
+            && by_prefix.is_none_or(current)
+            && self.replay != Some(true)
+    }
 }
 
 fn sources() -> impl Strategy<Value = Sources> {
@@ -692,12 +775,13 @@ fn sources() -> impl Strategy<Value = Sources> {
             pair(),
             prop::option::of(offsets()),
             words(&["bf-2026-12", " ", ""]),
+            prop::collection::vec(upstream(), 0..3),
         ),
     )
         .prop_map(
             |(
                 (explicit_kind, replay, mode, prefix, run_type, try_number),
-                (explicit_window, interval, logical, backfill_id),
+                (explicit_window, interval, logical, backfill_id, upstream),
             )| Sources {
                 explicit_kind,
                 replay,
@@ -709,6 +793,7 @@ fn sources() -> impl Strategy<Value = Sources> {
                 explicit_window,
                 interval,
                 logical,
+                upstream,
             },
         )
 }
@@ -748,6 +833,13 @@ impl Sources {
         if let Some(logical) = self.logical {
             set("AIRFLOW_CTX_LOGICAL_DATE", Some(time_text(logical)));
         }
+        if !self.upstream.is_empty() {
+            let runs: Vec<serde_json::Value> = self.upstream.iter().map(Upstream::json).collect();
+            set(
+                "REPLAYSAFE_UPSTREAM",
+                Some(serde_json::Value::from(runs).to_string()),
+            );
+        }
         vars
     }
 
@@ -775,10 +867,18 @@ impl Sources {
         let fresh = |end: i64| (-360..=5).contains(&end);
         let window_end = |pair: (Option<i64>, Option<i64>)| pair.1.unwrap();
         let (window, interval) = (self.explicit_window, self.interval);
+        // No window of its own: the span of the upstream windows, so the latest upstream end.
+        let upstream_end = self
+            .upstream
+            .iter()
+            .filter_map(|run| run.window)
+            .map(|w| w.1)
+            .max();
         let effect_end = window
             .or(interval)
             .map(window_end)
-            .or(self.logical.map(|l| l.unwrap()));
+            .or(self.logical.map(|l| l.unwrap()))
+            .or(upstream_end);
         let windows_ok = effect_end.is_some_and(fresh)
             && interval.map(window_end).is_none_or(fresh)
             && match (window.or(interval), self.logical) {
@@ -787,7 +887,9 @@ impl Sources {
             };
         // A run that carries a backfill id is one of a backfill's: never current.
         let no_backfill = blank(self.backfill_id);
-        mode_live && flag_clear && kinds_ok && windows_ok && no_backfill
+        // Every upstream run current: one replay, or one of unknown kind, suppresses.
+        let upstream_ok = self.upstream.iter().all(Upstream::is_current);
+        mode_live && flag_clear && kinds_ok && windows_ok && no_backfill && upstream_ok
     }
 }
 

@@ -76,9 +76,10 @@ async fn airflow_preset_sends_what_airflows_api_expects() {
     assert_eq!(body["logical_date"], rfc3339(window.start()));
     assert_eq!(body["data_interval_start"], rfc3339(window.start()));
     assert_eq!(body["data_interval_end"], rfc3339(window.end()));
+    // The conf as given, and this run as the downstream run's cause (its lineage).
     assert_eq!(
         body["conf"],
-        json!({"source": "daily_orders", "full": false})
+        json!({"source": "daily_orders", "full": false, "replaysafe": lineage(&cx)})
     );
     let run_id = body["dag_run_id"].as_str().unwrap();
     assert_eq!(
@@ -123,7 +124,21 @@ async fn airflow_preset_with_basic_auth_and_a_logical_date_of_its_own() {
     );
     assert_eq!(request.header("authorization"), Some(expected.as_str()));
     assert_eq!(request.json()["logical_date"], rfc3339(logical_date));
-    assert_eq!(request.json()["conf"], json!({}));
+    assert_eq!(
+        request.json()["conf"],
+        json!({"replaysafe": lineage(&contexts::live())})
+    );
+}
+
+/// What a delivered trigger says of the run that caused it.
+fn lineage(cx: &replaysafe_core::ReplayContext) -> serde_json::Value {
+    json!({"upstream": [{
+        "pipeline": cx.pipeline(),
+        "run_id": cx.run_id().as_str(),
+        "run_kind": cx.run_kind().as_str(),
+        "window_start": rfc3339(cx.window().start()),
+        "window_end": rfc3339(cx.window().end()),
+    }]})
 }
 
 #[tokio::test]
@@ -375,7 +390,7 @@ async fn generic_trigger_url_posts_the_window_and_conf() {
             "logical_date": rfc3339(cx.window().start()),
             "data_interval_start": rfc3339(cx.window().start()),
             "data_interval_end": rfc3339(cx.window().end()),
-            "conf": {"priority": "low"},
+            "conf": {"priority": "low", "replaysafe": lineage(&cx)},
         })
     );
 }
