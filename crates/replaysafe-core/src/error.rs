@@ -61,8 +61,9 @@ pub enum Error {
         /// What is wrong.
         problem: String,
     },
-    /// The journal could not be opened.
-    #[error("opening the journal")]
+    /// The journal `REPLAYSAFE_JOURNAL` names could not be opened, or is not a regular
+    /// file ([`JournalError::is_not_a_regular_file`](crate::journal::JournalError::is_not_a_regular_file)).
+    #[error("opening the journal REPLAYSAFE_JOURNAL names")]
     Journal(#[source] crate::journal::JournalError),
     /// The data window read from the environment is inverted (its end is before its start).
     #[error(
