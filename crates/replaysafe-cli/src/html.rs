@@ -681,6 +681,9 @@ fn skipped(report: &Report) -> Markup {
                 @let unlisted = report.skipped_invalid - report.skipped_invalid_lines.len() as u64;
                 @if unlisted > 0 { " and " (unlisted) " more" }
             }
+            @if let Some(possibly) = crate::report::possibly_in_doubt_text(report) {
+                p { (possibly) }
+            }
         }
     }
 }

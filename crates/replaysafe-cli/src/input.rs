@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use replaysafe_core::journal::{JournalReader, JournalRecord, ReadError};
+use replaysafe_core::journal::{JournalReader, JournalRecord, ReadError, provably_not_attempting};
 
 /// A progress bar on stderr when stderr is a terminal, and nothing otherwise.
 #[derive(Debug)]
@@ -55,14 +55,18 @@ pub struct Skipped {
     pub count: u64,
     /// The first [`Skipped::LISTED`] of them, `FILE:LINE (why)`.
     pub lines: Vec<String>,
+    /// How many of them may be `attempting` records: nothing in them proves otherwise
+    /// ([`provably_not_attempting`](replaysafe_core::journal::provably_not_attempting)).
+    pub possibly_attempting: u64,
 }
 
 impl Skipped {
     /// How many skipped lines are named; the rest are counted.
     pub const LISTED: usize = 100;
 
-    fn add(&mut self, path: &str, line: u64, why: &str) {
+    fn add(&mut self, path: &str, line: u64, why: &str, possibly_attempting: bool) {
         self.count += 1;
+        self.possibly_attempting += u64::from(possibly_attempting);
         if self.lines.len() < Self::LISTED {
             self.lines.push(format!("{path}:{line} ({why})"));
         }
@@ -71,6 +75,7 @@ impl Skipped {
     /// Adds what another file skipped.
     pub fn extend(&mut self, other: Skipped) {
         self.count += other.count;
+        self.possibly_attempting += other.possibly_attempting;
         let room = Self::LISTED.saturating_sub(self.lines.len());
         self.lines.extend(other.lines.into_iter().take(room));
     }
@@ -81,7 +86,8 @@ impl Skipped {
 /// A malformed line, a line that is not UTF-8 and a line longer than
 /// [`MAX_LINE_BYTES`](replaysafe_core::journal::MAX_LINE_BYTES) are errors naming the
 /// file and line unless `skip_invalid`; a line of another schema version (newer, or 0)
-/// is always an error.
+/// is always an error. Each skipped line is counted as possibly an `attempting` record
+/// unless it provably is not one.
 pub fn for_each_record(
     path: &Path,
     skip_invalid: bool,
@@ -92,20 +98,20 @@ pub fn for_each_record(
     let reader = BufReader::with_capacity(256 * 1024, progress.bar.wrap_read(file));
     let mut skipped = Skipped::default();
     let name = path.display().to_string();
-    for result in JournalReader::new(reader, name.clone()) {
-        match result {
-            Ok(record) => each(record),
-            Err(ReadError::Malformed { line, .. }) if skip_invalid => {
-                skipped.add(&name, line, "malformed record")
+    let mut reader = JournalReader::new(reader, name.clone());
+    while let Some(result) = reader.next() {
+        let why = match result {
+            Ok(record) => {
+                each(record);
+                continue;
             }
-            Err(ReadError::InvalidUtf8 { line, .. }) if skip_invalid => {
-                skipped.add(&name, line, "not UTF-8")
-            }
-            Err(ReadError::LineTooLong { line, .. }) if skip_invalid => {
-                skipped.add(&name, line, "longer than 1 MiB")
-            }
+            Err(ReadError::Malformed { .. }) if skip_invalid => "malformed record",
+            Err(ReadError::InvalidUtf8 { .. }) if skip_invalid => "not UTF-8",
+            Err(ReadError::LineTooLong { .. }) if skip_invalid => "longer than 1 MiB",
             Err(error) => return Err(error.into()),
-        }
+        };
+        let possibly_attempting = !reader.last_line().is_some_and(provably_not_attempting);
+        skipped.add(&name, reader.line_number(), why, possibly_attempting);
     }
     Ok(skipped)
 }

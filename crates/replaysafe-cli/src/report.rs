@@ -295,6 +295,9 @@ pub struct Report {
     pub skipped_invalid: u64,
     /// The first of them, `FILE:LINE (why)`.
     pub skipped_invalid_lines: Vec<String>,
+    /// How many of them may be `attempting` records cut short or damaged (nothing in them
+    /// proves otherwise): each counts as possibly in doubt for `--fail-on in-doubt`.
+    pub skipped_possibly_in_doubt: u64,
     /// Effects in doubt, in the order their last open attempt began.
     pub in_doubt: Vec<InDoubt>,
     /// Per run or backfill.
@@ -588,6 +591,7 @@ impl Builder {
             records: self.records,
             skipped_invalid: skipped.count,
             skipped_invalid_lines: skipped.lines,
+            skipped_possibly_in_doubt: skipped.possibly_attempting,
             in_doubt,
             groups,
             breakdowns: self.breakdowns,
@@ -740,12 +744,13 @@ pub fn build(
 }
 
 impl Report {
-    /// How many effects `fail_on` matches: delivered lines, failed effects or effects in doubt.
+    /// How many effects `fail_on` matches: delivered lines, failed effects or effects in
+    /// doubt, counting as in doubt each skipped line that may be an `attempting` record.
     pub fn count(&self, fail_on: FailOn) -> u64 {
         match fail_on {
             FailOn::Delivered => self.groups.iter().map(|g| g.delivered).sum(),
             FailOn::Failed => self.groups.iter().map(|g| g.failed).sum(),
-            FailOn::InDoubt => self.in_doubt.len() as u64,
+            FailOn::InDoubt => self.in_doubt.len() as u64 + self.skipped_possibly_in_doubt,
         }
     }
 
@@ -754,12 +759,36 @@ impl Report {
         let mut words = Vec::new();
         for each in fail_on {
             let count = self.count(*each);
-            let text = format!("{count} {}", each.words());
+            let mut text = format!("{count} {}", each.words());
+            if *each == FailOn::InDoubt && self.skipped_possibly_in_doubt > 0 {
+                text.push_str(&match self.skipped_possibly_in_doubt {
+                    1 => " (1 of them an invalid line that may be an attempting record)".to_owned(),
+                    lines => {
+                        format!(" ({lines} of them invalid lines that may be attempting records)")
+                    }
+                });
+            }
             if count > 0 && !words.contains(&text) {
                 words.push(text);
             }
         }
         words
+    }
+}
+
+/// What the skipped lines that may be `attempting` records mean, when there are any.
+pub fn possibly_in_doubt_text(report: &Report) -> Option<String> {
+    match report.skipped_possibly_in_doubt {
+        0 => None,
+        1 => Some(
+            "1 skipped line may be an attempting record (nothing in it proves otherwise): \
+             --fail-on in-doubt counts it as possibly in doubt"
+                .to_owned(),
+        ),
+        lines => Some(format!(
+            "{lines} skipped lines may be attempting records (nothing in them proves otherwise): \
+             --fail-on in-doubt counts them as possibly in doubt"
+        )),
     }
 }
 
@@ -883,6 +912,10 @@ pub fn render(report: &Report, format: Format) -> String {
                     plural(report.skipped_invalid, "invalid line", "invalid lines"),
                     escape(&lines, format)
                 ));
+                if let Some(text) = possibly_in_doubt_text(report) {
+                    out.push_str(&text);
+                    out.push('\n');
+                }
             }
             out
         }
