@@ -1,12 +1,16 @@
 //! Reading journals: line by line, with progress on a terminal and optional skipping of bad lines.
 
 use std::fs::File;
-use std::io::{BufReader, IsTerminal};
+use std::io::{BufReader, BufWriter, IsTerminal, Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use replaysafe_core::journal::{JournalReader, JournalRecord, ReadError, provably_not_attempting};
+use replaysafe_core::journal::{
+    JournalReader, JournalRecord, MAX_LINE_BYTES, ReadError, provably_not_attempting,
+};
 
 /// A progress bar on stderr when stderr is a terminal, and nothing otherwise.
 #[derive(Debug)]
@@ -81,28 +85,110 @@ impl Skipped {
     }
 }
 
-/// Calls `each` for every record of `path`; returns the lines it skipped.
+/// A journal as it was read, kept so that a line can be read again by its offset: the file
+/// itself when it is a regular file, else a temporary copy of what was read (a pipe can be
+/// read only once). `report` and `diff` keep offsets rather than the lines' text.
+#[derive(Clone, Debug)]
+pub struct Source {
+    name: String,
+    file: Arc<File>,
+}
+
+impl Source {
+    /// The journal's name, as errors show it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The record of the line that begins at `offset`, which was read as a record before.
+    pub fn record_at(&self, offset: u64) -> anyhow::Result<JournalRecord> {
+        let mut line = Vec::new();
+        let mut chunk = vec![0; 8 * 1024];
+        loop {
+            let read = self
+                .file
+                .read_at(&mut chunk, offset + line.len() as u64)
+                .with_context(|| format!("reading journal {} again", self.name))?;
+            let bytes = &chunk[..read];
+            match bytes.iter().position(|&b| b == b'\n') {
+                Some(end) => {
+                    line.extend_from_slice(&bytes[..end]);
+                    break;
+                }
+                None => line.extend_from_slice(bytes),
+            }
+            if read == 0 || line.len() > MAX_LINE_BYTES {
+                break;
+            }
+        }
+        let record = JournalReader::new(line.as_slice(), self.name.clone())
+            .next()
+            .unwrap_or_else(|| Err(changed(&self.name)));
+        record.map_err(|_| changed(&self.name).into())
+    }
+}
+
+fn changed(name: &str) -> ReadError {
+    ReadError::Io {
+        path: name.to_owned(),
+        source: std::io::Error::other("the journal changed while it was read"),
+    }
+}
+
+/// Reads through `inner` and keeps a copy of every byte in `copy`.
+struct Tee<R> {
+    inner: R,
+    copy: BufWriter<File>,
+}
+
+impl<R: Read> Read for Tee<R> {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.inner.read(buffer)?;
+        self.copy.write_all(&buffer[..read])?;
+        Ok(read)
+    }
+}
+
+/// Calls `each` for every record of `path` with the offset of its line; returns the lines
+/// it skipped and the journal kept re-readable.
 ///
 /// A malformed line, a line that is not UTF-8 and a line longer than
-/// [`MAX_LINE_BYTES`](replaysafe_core::journal::MAX_LINE_BYTES) are errors naming the
-/// file and line unless `skip_invalid`; a line of another schema version (newer, or 0)
-/// is always an error. Each skipped line is counted as possibly an `attempting` record
-/// unless it provably is not one.
+/// [`MAX_LINE_BYTES`] are errors naming the file and line unless `skip_invalid`; a line of
+/// another schema version (newer, or 0) is always an error. Each skipped line is counted
+/// as possibly an `attempting` record unless it provably is not one.
 pub fn for_each_record(
     path: &Path,
     skip_invalid: bool,
     progress: &Progress,
-    mut each: impl FnMut(JournalRecord),
-) -> anyhow::Result<Skipped> {
-    let file = File::open(path).with_context(|| format!("opening journal {}", path.display()))?;
-    let reader = BufReader::with_capacity(256 * 1024, progress.bar.wrap_read(file));
-    let mut skipped = Skipped::default();
+    mut each: impl FnMut(JournalRecord, u64),
+) -> anyhow::Result<(Skipped, Source)> {
     let name = path.display().to_string();
+    let file = File::open(path).with_context(|| format!("opening journal {name}"))?;
+    let regular = file.metadata().is_ok_and(|metadata| metadata.is_file());
+    let (input, kept): (Box<dyn Read>, File) = if regular {
+        let kept = file
+            .try_clone()
+            .with_context(|| format!("opening journal {name}"))?;
+        (Box::new(file), kept)
+    } else {
+        let copy = tempfile::tempfile()
+            .with_context(|| format!("keeping a copy of journal {name} as it is read"))?;
+        let writer = BufWriter::with_capacity(256 * 1024, copy.try_clone()?);
+        (
+            Box::new(Tee {
+                inner: file,
+                copy: writer,
+            }),
+            copy,
+        )
+    };
+    let reader = BufReader::with_capacity(256 * 1024, progress.bar.wrap_read(input));
+    let mut skipped = Skipped::default();
     let mut reader = JournalReader::new(reader, name.clone());
     while let Some(result) = reader.next() {
         let why = match result {
             Ok(record) => {
-                each(record);
+                each(record, reader.line_offset());
                 continue;
             }
             Err(ReadError::Malformed { .. }) if skip_invalid => "malformed record",
@@ -113,5 +199,13 @@ pub fn for_each_record(
         let possibly_attempting = !reader.last_line().is_some_and(provably_not_attempting);
         skipped.add(&name, reader.line_number(), why, possibly_attempting);
     }
-    Ok(skipped)
+    // The copy of a pipe is whole once the reader is done with it.
+    drop(reader);
+    Ok((
+        skipped,
+        Source {
+            name,
+            file: Arc::new(kept),
+        },
+    ))
 }

@@ -15,6 +15,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 pub mod approve;
+pub mod compact;
 pub mod context;
 pub mod diff;
 pub mod duration;
@@ -25,6 +26,7 @@ pub mod plan;
 pub mod render;
 pub mod report;
 pub mod send;
+pub mod spill;
 
 /// Peak resident memory of this process in KiB (Linux `VmHWM`), when known.
 pub fn peak_memory_kib() -> Option<u64> {

@@ -401,32 +401,36 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             let progress = Progress::for_files(&journals);
             let report = report::build(&journals, &by, skip_invalid, &progress)?;
-            let text = match format.text() {
-                Some(format) => report::render(&report, format),
+            let compared = match format.text() {
+                Some(_) => None,
+                None if base.is_empty() => None,
                 None => {
-                    let compared = if base.is_empty() {
-                        None
-                    } else {
-                        let base: Vec<&std::path::Path> =
-                            base.iter().map(PathBuf::as_path).collect();
-                        let new: Vec<&std::path::Path> =
-                            journals.iter().map(PathBuf::as_path).collect();
-                        let progress =
-                            Progress::for_files(&[base.as_slice(), new.as_slice()].concat());
-                        Some(diff::compare_journals(
-                            &base,
-                            &new,
-                            skip_invalid,
-                            &progress,
-                        )?)
-                    };
-                    html::render(&report, compared.as_ref())
+                    let base: Vec<&std::path::Path> = base.iter().map(PathBuf::as_path).collect();
+                    let new: Vec<&std::path::Path> =
+                        journals.iter().map(PathBuf::as_path).collect();
+                    let progress = Progress::for_files(&[base.as_slice(), new.as_slice()].concat());
+                    Some(diff::compare_journals(
+                        &base,
+                        &new,
+                        skip_invalid,
+                        &progress,
+                    )?)
                 }
             };
+            // Written as it is made: the lists are read back from disk row by row.
+            let write = |out: &mut dyn std::io::Write| -> std::io::Result<()> {
+                match format.text() {
+                    Some(format) => report::write(&report, format, out)?,
+                    None => html::write(&report, compared.as_ref(), out)?,
+                }
+                out.flush()
+            };
             match &output {
-                Some(path) => std::fs::write(path, &text)
+                Some(path) => std::fs::File::create(path)
+                    .and_then(|file| write(&mut std::io::BufWriter::new(file)))
                     .with_context(|| format!("writing the report to {}", path.display()))?,
-                None => print!("{text}"),
+                None => write(&mut std::io::BufWriter::new(std::io::stdout().lock()))
+                    .context("writing the report")?,
             }
             let failures = report.failures(&fail_on);
             if failures.is_empty() {
@@ -446,7 +450,10 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         } => {
             let progress = Progress::for_files(&[&base, &new]);
             let diff = diff::compare(&base, &new, skip_invalid, &progress)?;
-            print!("{}", diff::render(&diff, format));
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            diff::write(&diff, format, &mut out)
+                .and_then(|()| std::io::Write::flush(&mut out))
+                .context("writing the differences")?;
             Ok(if diff.is_empty() {
                 ExitCode::SUCCESS
             } else {

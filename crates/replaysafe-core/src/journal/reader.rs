@@ -97,6 +97,10 @@ pub struct JournalReader<R> {
     buffer: Vec<u8>,
     /// Whether the last line was longer than the limit (and so is not in `buffer`).
     too_long: bool,
+    /// Bytes of the input read so far.
+    consumed: u64,
+    /// Where the last line read begins in the input.
+    line_start: u64,
 }
 
 impl JournalReader<BufReader<File>> {
@@ -133,12 +137,20 @@ impl<R: BufRead> JournalReader<R> {
             line_number: 0,
             buffer: Vec::new(),
             too_long: false,
+            consumed: 0,
+            line_start: 0,
         }
     }
 
     /// The number of the last line read.
     pub fn line_number(&self) -> u64 {
         self.line_number
+    }
+
+    /// Where the last line read begins: its offset in bytes from the start of the input.
+    /// A reader that keeps only offsets can read a line again from a file (`pread`).
+    pub fn line_offset(&self) -> u64 {
+        self.line_start
     }
 
     /// The bytes of the last line read, without its newline; `None` before the first
@@ -153,6 +165,7 @@ impl<R: BufRead> JournalReader<R> {
     /// Reads the next line into the buffer, holding at most [`MAX_LINE_BYTES`] of it.
     fn read_line(&mut self) -> std::io::Result<Line> {
         self.buffer.clear();
+        self.line_start = self.consumed;
         let mut seen = false;
         let mut too_long = false;
         loop {
@@ -179,6 +192,7 @@ impl<R: BufRead> JournalReader<R> {
                 }
             }
             self.input.consume(take);
+            self.consumed += take as u64;
             if ends {
                 break;
             }
