@@ -18,8 +18,9 @@ use sha2::{Digest, Sha256};
 /// Two hex texts are equal exactly when their forms are; a text that is not 64 lowercase
 /// hex characters (a key from a hand-written journal, `"ab"`, an uppercase digest) is
 /// told apart from every other by its SHA-256, and never equals a hex one. Hex forms
-/// order as their texts do; callers that order other forms compare the texts.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+/// order as their texts do; callers that order other forms as texts compare the texts
+/// (`Ord` orders them, but not as texts).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Compact {
     bytes: [u8; 32],
     hashed: bool,
@@ -66,6 +67,13 @@ impl Compact {
     /// Whether the text was 64 lowercase hex characters.
     pub fn is_hex(&self) -> bool {
         !self.hashed
+    }
+
+    /// The first 8 bytes: enough to check that a line read again is the one read before.
+    pub fn fingerprint(&self) -> u64 {
+        let mut first = [0; 8];
+        first.copy_from_slice(&self.bytes[..8]);
+        u64::from_le_bytes(first)
     }
 
     /// The order of two hex forms, as their texts order; `None` when either is hashed.
@@ -160,8 +168,8 @@ impl Interner {
     }
 }
 
-/// A list that keeps one element inline: most effects have at most one attempt without an
-/// outcome and at most one group with a failure pending.
+/// A list that keeps one element inline, and more behind one pointer: most effects have
+/// at most one attempt without an outcome and at most one group with a failure pending.
 #[derive(Clone, Debug, Default)]
 pub enum SmallList<T> {
     /// No element.
@@ -170,7 +178,7 @@ pub enum SmallList<T> {
     /// One element.
     One(T),
     /// Two or more.
-    Many(Vec<T>),
+    Many(Box<[T]>),
 }
 
 impl<T: Copy> SmallList<T> {
@@ -178,10 +186,11 @@ impl<T: Copy> SmallList<T> {
     pub fn push(&mut self, item: T) {
         *self = match std::mem::take(self) {
             SmallList::Empty => SmallList::One(item),
-            SmallList::One(first) => SmallList::Many(vec![first, item]),
-            SmallList::Many(mut items) => {
+            SmallList::One(first) => SmallList::Many(Box::new([first, item])),
+            SmallList::Many(items) => {
+                let mut items = items.into_vec();
                 items.push(item);
-                SmallList::Many(items)
+                SmallList::Many(items.into_boxed_slice())
             }
         };
     }
@@ -204,7 +213,7 @@ impl<T: Copy> SmallList<T> {
         *self = match items.len() {
             0 => SmallList::Empty,
             1 => SmallList::One(items[0]),
-            _ => SmallList::Many(items),
+            _ => SmallList::Many(items.into_boxed_slice()),
         };
     }
 

@@ -3,19 +3,22 @@
 //! Two journals differ when an effect is in only one of them, when its payload digest
 //! changed, or when its decision flipped: what happened to it in the base (delivered,
 //! suppressed, failed, in doubt) is not what happened to it in the new journal.
+//!
+//! Each side keeps about a hundred bytes per distinct idempotency key (the key and the
+//! payload digest in compact form, where its last line is, and what happened to it);
+//! the effects listed are read again from their last lines, sorted in temporary files
+//! ([`Rows`]) and written out row by row, so memory does not grow with the differences.
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use replaysafe_core::journal::{JournalDecision, JournalRecord};
 
 use crate::compact::{Compact, Interner, OddTexts, SmallList};
-use crate::input::{self, Progress, Source};
+use crate::input::{self, LineAt, Progress, Source};
 use crate::render::{Format, time_text, write_table};
-use crate::report::LineAt;
 use crate::spill::{Rows, Spill};
 
 /// What one journal says about one logical effect (its last line gives the description).
@@ -74,17 +77,9 @@ impl Side {
 
     /// The effect as its last line describes it.
     fn effect(&self, key: &Compact, summary: &Summary) -> anyhow::Result<Effect> {
-        let source = self
-            .sources
-            .get(summary.last.journal as usize)
-            .ok_or_else(|| anyhow::anyhow!("no journal number {}", summary.last.journal))?;
-        let record: JournalRecord = source.record_at(summary.last.offset)?;
-        if Compact::new(&record.effect.idempotency_key) != *key {
-            anyhow::bail!(
-                "reading journal {} again: the journal changed while it was read",
-                source.name()
-            );
-        }
+        let record: JournalRecord = input::record_at(&self.sources, summary.last, |record| {
+            Compact::new(&record.effect.idempotency_key) == *key
+        })?;
         Ok(Effect {
             key: record.effect.idempotency_key,
             kind: record.effect.kind,
@@ -139,19 +134,28 @@ impl Diff {
 /// Memory grows by about a hundred bytes per distinct idempotency key (its key and payload
 /// digest in 33 bytes each, and where its last line is), never with the lines' text.
 fn load(paths: &[&Path], skip_invalid: bool, progress: &Progress) -> anyhow::Result<Side> {
+    if paths.len() > LineAt::MAX_JOURNALS {
+        anyhow::bail!(
+            "diff reads at most {} journals a side",
+            LineAt::MAX_JOURNALS
+        );
+    }
     let mut side = Side::default();
-    for (number, path) in paths.iter().enumerate() {
-        let journal = u32::try_from(number).context("too many journals")?;
+    for (journal, path) in paths.iter().enumerate() {
         let Side {
             effects,
             open,
             runs,
             sources,
         } = &mut side;
+        let mut too_far = false;
         let (_, source) =
             input::for_each_record(path, skip_invalid, progress, |record, offset| {
+                let Some(last) = LineAt::new(journal, offset) else {
+                    too_far = true;
+                    return;
+                };
                 let key = Compact::new(&record.effect.idempotency_key);
-                let last = LineAt { journal, offset };
                 let payload = Compact::new(&record.effect.payload_sha256);
                 let summary = effects.entry(key).or_insert(Summary {
                     last,
@@ -190,6 +194,12 @@ fn load(paths: &[&Path], skip_invalid: bool, progress: &Progress) -> anyhow::Res
                     _ => {}
                 }
             })?;
+        if too_far {
+            anyhow::bail!(
+                "diff reads journals up to 256 TiB: {} is longer",
+                path.display()
+            );
+        }
         sources.push(source);
     }
     Ok(side)
@@ -267,29 +277,32 @@ pub fn compare_journals(
     skip_invalid: bool,
     progress: &Progress,
 ) -> anyhow::Result<Diff> {
-    let base = load(base, skip_invalid, progress)?;
+    let mut base = load(base, skip_invalid, progress)?;
+    // The base's effects as a list of exactly their size while the new side is read.
+    let before_list: Vec<(Compact, Summary)> =
+        std::mem::take(&mut base.effects).into_iter().collect();
     let mut new = load(new, skip_invalid, progress)?;
     progress.finish();
     let mut unchanged = 0;
     let mut only_in_base = Vec::new();
     let mut changed = Vec::new();
     let mut changed_decision = Vec::new();
-    for (key, before) in &base.effects {
-        let Some(after) = new.effects.remove(key) else {
-            only_in_base.push((*key, *before));
+    for (key, before) in before_list {
+        let Some(after) = new.effects.remove(&key) else {
+            only_in_base.push((key, before));
             continue;
         };
         let payload = after.payload != before.payload;
-        let decision = new.decision(key, &after) != base.decision(key, before);
+        let decision = new.decision(&key, &after) != base.decision(&key, &before);
         if !payload && !decision {
             unchanged += 1;
             continue;
         }
         if payload {
-            changed.push((*key, *before, after));
+            changed.push((key, before, after));
         }
         if decision {
-            changed_decision.push((*key, *before, after));
+            changed_decision.push((key, before, after));
         }
     }
     let only_in_new: Vec<(Compact, Summary)> =

@@ -294,7 +294,7 @@ pub fn write(
     let mut rest = page.as_str();
     for (marker, rows) in lists {
         if let Some(index) = rest.find(marker) {
-            out.write_all(rest[..index].as_bytes())?;
+            out.write_all(&rest.as_bytes()[..index])?;
             rows(out)?;
             rest = &rest[index + marker.len()..];
         }

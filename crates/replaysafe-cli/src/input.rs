@@ -2,6 +2,7 @@
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, IsTerminal, Read, Write};
+use std::num::NonZeroU64;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -83,6 +84,56 @@ impl Skipped {
         let room = Self::LISTED.saturating_sub(self.lines.len());
         self.lines.extend(other.lines.into_iter().take(room));
     }
+}
+
+/// Where a line is: its journal's number, in the order the journals are read, and its
+/// offset there; 8 bytes (16 bits of journal, 48 of offset). Positions order the lines
+/// as they were read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LineAt(NonZeroU64);
+
+impl LineAt {
+    /// How many journals one command reads at most.
+    pub const MAX_JOURNALS: usize = (1 << 16) - 1;
+
+    /// The position of the line at `offset` of journal `journal`; `None` past
+    /// [`LineAt::MAX_JOURNALS`] journals or 256 TiB into one.
+    pub fn new(journal: usize, offset: u64) -> Option<LineAt> {
+        if journal >= Self::MAX_JOURNALS || offset >= 1 << 48 {
+            return None;
+        }
+        NonZeroU64::new(((journal as u64) << 48 | offset) + 1).map(LineAt)
+    }
+
+    /// The journal's number.
+    pub fn journal(self) -> usize {
+        ((self.0.get() - 1) >> 48) as usize
+    }
+
+    /// The line's offset in its journal.
+    pub fn offset(self) -> u64 {
+        (self.0.get() - 1) & ((1 << 48) - 1)
+    }
+}
+
+/// The record at `at` among the journals `sources` (by number), read again; `expected`
+/// says whether it is still the line read the first time.
+pub fn record_at(
+    sources: &[Source],
+    at: LineAt,
+    expected: impl Fn(&JournalRecord) -> bool,
+) -> anyhow::Result<JournalRecord> {
+    let source = sources.get(at.journal()).ok_or_else(|| {
+        anyhow::anyhow!(
+            "reading journal number {} again: no such journal",
+            at.journal()
+        )
+    })?;
+    let record = source.record_at(at.offset())?;
+    if !expected(&record) {
+        return Err(changed(&source.name).into());
+    }
+    Ok(record)
 }
 
 /// A journal as it was read, kept so that a line can be read again by its offset: the file

@@ -1,8 +1,11 @@
 //! `replaysafe report`: what a run or a backfill delivered, suppressed and failed.
 //!
 //! The journal is read line by line; memory grows with the number of distinct
-//! groups, windows and targets, and with the effects whose delivery is under way at a
-//! point of the journal, never with the number of lines.
+//! groups, windows and targets, and by about a hundred bytes per effect whose delivery
+//! is under way or failed at a point of the journal (its key in compact form and where
+//! its lines are), never with the number of lines. The effects listed (in doubt, failed)
+//! are read again from their lines at the end, into temporary files ([`Rows`]), and
+//! written out row by row.
 //!
 //! An effect is **in doubt** when a delivery attempt began (an `attempting` record) and
 //! no outcome for it follows: no `failed` record of the same run and attempt, and no
@@ -20,10 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use replaysafe_core::journal::{JournalDecision, JournalRecord};
 
-use anyhow::Context;
-
 use crate::compact::{Compact, Interner, SmallList};
-use crate::input::{self, Progress, Skipped, Source};
+use crate::input::{self, LineAt, Progress, Skipped, Source};
 use crate::render::{Format, Table, escape, time_text, window_text, write_table};
 use crate::spill::{Rows, Spill};
 
@@ -335,16 +336,6 @@ struct GroupState {
     in_doubt: u64,
 }
 
-/// Where a line is: its journal (by number, in the order read) and its offset there.
-/// Positions order the lines as the journals are read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct LineAt {
-    /// The journal's number.
-    pub journal: u32,
-    /// The line's offset in it.
-    pub offset: u64,
-}
-
 /// An attempt with no outcome yet.
 #[derive(Clone, Copy, Debug)]
 struct OpenAttempt {
@@ -354,6 +345,18 @@ struct OpenAttempt {
     group: u32,
     /// Its `attempting` line, read again if the effect is listed in doubt.
     at: LineAt,
+}
+
+/// An effect in doubt, to list once the journals are read: 32 bytes.
+#[derive(Clone, Copy, Debug)]
+struct Doubtful {
+    /// Its latest attempt without an outcome.
+    at: LineAt,
+    /// Its key's [`Compact::fingerprint`], to check the line read again.
+    key: u64,
+    open_attempts: u32,
+    group: u32,
+    last_failure: Option<LineAt>,
 }
 
 /// The last failed attempt of an effect not delivered (yet).
@@ -398,14 +401,17 @@ pub struct Builder {
     run_groups: HashMap<String, u32>,
     breakdowns: BTreeMap<Breakdown, BTreeMap<String, Counts>>,
     /// Per idempotency key with exactly one attempt under way and nothing else: the
-    /// attempt. Most effects in doubt are these.
-    attempting: HashMap<Compact, OpenAttempt>,
+    /// attempt. Most effects in doubt are these. B-trees rather than hash maps: they grow
+    /// a node at a time, where a hash map doubles, and at the doubling holds both tables.
+    attempting: BTreeMap<Compact, OpenAttempt>,
     /// Per idempotency key with more under way or failed.
-    effects: HashMap<Compact, EffectState>,
+    effects: BTreeMap<Compact, EffectState>,
     run_ids: Interner,
     opt_in_deliveries: Vec<OptInDelivery>,
     grid: BTreeMap<WindowKey, BTreeMap<String, Cell>>,
     records: u64,
+    /// Whether a line lay beyond what a [`LineAt`] can point to.
+    too_far: bool,
 }
 
 impl Builder {
@@ -474,10 +480,19 @@ impl Builder {
                 };
                 if let Some(effect) = self.effects.get_mut(&key) {
                     effect.open.push(attempt);
-                } else if self.attempting.contains_key(&key) {
-                    self.effect(key).open.push(attempt);
                 } else {
-                    self.attempting.insert(key, attempt);
+                    match self.attempting.entry(key) {
+                        std::collections::btree_map::Entry::Vacant(vacant) => {
+                            vacant.insert(attempt);
+                        }
+                        std::collections::btree_map::Entry::Occupied(occupied) => {
+                            // A second attempt under way: the effect leaves the common case.
+                            let first = occupied.remove();
+                            let effect = self.effects.entry(key).or_default();
+                            effect.open.push(first);
+                            effect.open.push(attempt);
+                        }
+                    }
                 }
             }
             JournalDecision::Suppressed => {
@@ -602,57 +617,60 @@ impl Builder {
         skipped: Skipped,
         sources: &[Source],
     ) -> anyhow::Result<Report> {
-        // Each in-doubt effect is listed once, as its latest attempt without an outcome:
-        // (its line, its key, open attempts, its group, its last failure's line).
-        let mut doubtful: Vec<(LineAt, Compact, u64, u32, Option<LineAt>)> =
-            std::mem::take(&mut self.attempting)
-                .into_iter()
-                .map(|(key, attempt)| (attempt.at, key, 1, attempt.group, None))
-                .collect();
-        let mut failing: Vec<(LineAt, Compact, u64)> = Vec::new();
+        // Each in-doubt effect is listed once, as its latest attempt without an outcome.
+        let mut doubtful: Vec<Doubtful> = std::mem::take(&mut self.attempting)
+            .into_iter()
+            .map(|(key, attempt)| Doubtful {
+                at: attempt.at,
+                key: key.fingerprint(),
+                open_attempts: 1,
+                group: attempt.group,
+                last_failure: None,
+            })
+            .collect();
+        let mut failing: Vec<(LineAt, u64, u64)> = Vec::new();
         for (key, state) in std::mem::take(&mut self.effects) {
             if let Some(last) = state.open.as_slice().last() {
                 // In doubt, not failed, in every group: an attempt may have reached the receiver.
-                doubtful.push((
-                    last.at,
-                    key,
-                    state.open.as_slice().len() as u64,
-                    last.group,
-                    state.failing.map(|failing| failing.at),
-                ));
+                doubtful.push(Doubtful {
+                    at: last.at,
+                    key: key.fingerprint(),
+                    open_attempts: state.open.as_slice().len() as u32,
+                    group: last.group,
+                    last_failure: state.failing.map(|failing| failing.at),
+                });
                 continue;
             }
             for group in state.pending.as_slice() {
                 self.groups[*group as usize].failed += 1;
             }
             if let Some(Failing { at, count }) = state.failing {
-                failing.push((at, key, count));
+                failing.push((at, key.fingerprint(), count));
             }
         }
-        doubtful.sort_unstable_by_key(|doubtful| doubtful.0);
+        doubtful.sort_unstable_by_key(|doubtful| doubtful.at);
         failing.sort_unstable_by_key(|failing| failing.0);
 
         // A line read again must be the one read the first time.
-        let line = |at: LineAt, key: &Compact| -> anyhow::Result<JournalRecord> {
-            let source = sources
-                .get(at.journal as usize)
-                .ok_or_else(|| anyhow::anyhow!("no journal number {}", at.journal))?;
-            let record = source.record_at(at.offset)?;
-            if Compact::new(&record.effect.idempotency_key) != *key {
-                anyhow::bail!(
-                    "reading journal {} again: the journal changed while it was read",
-                    source.name()
-                );
-            }
-            Ok(record)
+        let line = |at: LineAt, key: u64| {
+            input::record_at(sources, at, |record| {
+                Compact::new(&record.effect.idempotency_key).fingerprint() == key
+            })
         };
         let spill_error =
             |e| anyhow::Error::new(e).context("keeping the report's lists in a temporary file");
         let mut in_doubt = Spill::new();
-        for (at, key, open_attempts, group, last_failure) in doubtful {
-            let record = line(at, &key)?;
+        for Doubtful {
+            at,
+            key,
+            open_attempts,
+            group,
+            last_failure,
+        } in doubtful
+        {
+            let record = line(at, key)?;
             let last_error = match last_failure {
-                Some(at) => line(at, &key)?.error,
+                Some(at) => line(at, key)?.error,
                 None => None,
             };
             let effect = InDoubt {
@@ -666,7 +684,7 @@ impl Builder {
                 window_end: record.window.end,
                 attempt: record.attempt,
                 began: record.ts,
-                open_attempts,
+                open_attempts: u64::from(open_attempts),
                 last_error,
             };
             self.groups[group as usize].in_doubt += 1;
@@ -676,7 +694,7 @@ impl Builder {
         }
         let mut failed_effects = Spill::new();
         for (at, key, count) in failing {
-            let record = line(at, &key)?;
+            let record = line(at, key)?;
             let effect = FailedEffect {
                 key: record.effect.idempotency_key,
                 kind: record.effect.kind,
@@ -840,12 +858,25 @@ pub fn build(
     let mut builder = Builder::new(by);
     let mut skipped = Skipped::default();
     let mut sources = Vec::with_capacity(journals.len());
-    for (number, path) in journals.iter().enumerate() {
-        let journal = u32::try_from(number).context("too many journals")?;
-        let (skipped_here, source) =
-            input::for_each_record(path, skip_invalid, progress, |record, offset| {
-                builder.add(record, LineAt { journal, offset })
-            })?;
+    if journals.len() > LineAt::MAX_JOURNALS {
+        anyhow::bail!("report reads at most {} journals", LineAt::MAX_JOURNALS);
+    }
+    for (journal, path) in journals.iter().enumerate() {
+        let (skipped_here, source) = input::for_each_record(
+            path,
+            skip_invalid,
+            progress,
+            |record, offset| match LineAt::new(journal, offset) {
+                Some(at) => builder.add(record, at),
+                None => builder.too_far = true,
+            },
+        )?;
+        if builder.too_far {
+            anyhow::bail!(
+                "report reads journals up to 256 TiB: {} is longer",
+                path.display()
+            );
+        }
         skipped.extend(skipped_here);
         sources.push(source);
     }

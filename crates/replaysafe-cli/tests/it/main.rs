@@ -3,6 +3,7 @@
 mod approve;
 mod cli;
 mod durable;
+mod lists;
 mod outbox;
 mod review;
 mod send;
