@@ -469,7 +469,8 @@ impl Builder {
         state
             .windows
             .insert((record.window.start, record.window.end));
-        let key = Compact::new(&record.effect.idempotency_key);
+        // Only the decisions about deliveries need the key: most lines are suppressed.
+        let key = || Compact::new(&record.effect.idempotency_key);
         match record.decision {
             JournalDecision::Attempting => {
                 let attempt = OpenAttempt {
@@ -478,6 +479,7 @@ impl Builder {
                     group,
                     at,
                 };
+                let key = key();
                 if let Some(effect) = self.effects.get_mut(&key) {
                     effect.open.push(attempt);
                 } else {
@@ -507,6 +509,7 @@ impl Builder {
             }
             JournalDecision::Delivered => {
                 state.delivered += 1;
+                let key = key();
                 self.attempting.remove(&key);
                 if let Some(effect) = self.effects.get_mut(&key) {
                     effect.open = SmallList::Empty;
@@ -523,7 +526,7 @@ impl Builder {
             JournalDecision::Failed => {
                 state.failed_attempts += 1;
                 let run = self.run_ids.get(&record.run_id);
-                let effect = self.effect(key);
+                let effect = self.effect(key());
                 if !effect.pending.as_slice().contains(&group) {
                     effect.pending.push(group);
                 }

@@ -317,16 +317,20 @@ fn the_reader_keeps_the_last_line_it_could_not_read() {
         record_line("suppressed"),
         "x".repeat(replaysafe_core::journal::MAX_LINE_BYTES + 1)
     );
+    let first = input.find('\n').unwrap() as u64 + 1;
     let mut reader = JournalReader::new(std::io::Cursor::new(input), "j");
     assert!(reader.last_line().is_none());
     assert!(reader.next().unwrap().is_ok());
+    assert_eq!(reader.line_offset(), 0);
     assert!(reader.next().unwrap().is_err());
     assert_eq!(reader.last_line(), Some(&b"not json"[..]));
+    assert_eq!(reader.line_offset(), first);
     assert!(matches!(
         reader.next().unwrap(),
         Err(ReadError::LineTooLong { .. })
     ));
     assert_eq!(reader.last_line(), None);
+    assert_eq!(reader.line_offset(), first + b"not json\n".len() as u64);
 }
 
 #[test]
