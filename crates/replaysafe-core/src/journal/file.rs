@@ -96,8 +96,11 @@ impl JsonlOptions {
             path,
             durability: self.durability,
             state: Mutex::new(State {
-                file,
-                readable,
+                writer: Writer {
+                    file,
+                    readable,
+                    end: None,
+                },
                 bytes,
             }),
         })
@@ -164,9 +167,10 @@ fn special_file(_file_type: std::fs::FileType) -> &'static str {
 /// can be cut short (a full disk, a file-size limit) and leave part of a line with no
 /// newline at the end of the file, written by this process or by any other. So before
 /// each write the journal takes an exclusive advisory lock on the file (`flock`), looks
-/// at its last byte, and starts the write with a newline when that byte is not one; the
-/// lock keeps another replaysafe writer from leaving a fragment between the look and the
-/// write. The fragment stays in the file as a line of its own that readers name as
+/// at how the file ends (its length; its last byte unless the length is what this
+/// journal's own last write left), and starts the write with a newline when the last byte
+/// is not one; the lock keeps another replaysafe writer from leaving a fragment between
+/// the look and the write. The fragment stays in the file as a line of its own that readers name as
 /// invalid, and the record after it reads whole. See `docs/adr/0010-fresh-lines.md`.
 ///
 /// Only regular files are journals: [`JsonlJournal::open`] refuses `/dev/null`, devices,
@@ -189,42 +193,49 @@ pub struct JsonlJournal {
 }
 
 struct State {
-    file: File,
-    /// Whether the file could be opened for reading, to look at its last byte.
-    readable: bool,
+    writer: Writer,
     /// A newline, then the line being written, or the lines buffered under
     /// [`Durability::Buffered`]. The newline is written only when the file does not end
     /// with one.
     bytes: Vec<u8>,
 }
 
-impl State {
-    /// Appends `lines` (a newline, then whole lines) in one `write`, leaving out the
-    /// first newline when the file ends with one.
-    fn write_lines(file: &File, readable: bool, lines: &[u8]) -> std::io::Result<()> {
-        // Without the lock the look and the write still run back to back; with it no
-        // other replaysafe writer can leave a fragment in between.
-        let locked = file.lock().is_ok();
-        let start = if ends_mid_line(file, readable) { 0 } else { 1 };
-        let written = (&*file).write_all(&lines[start..]);
-        if locked {
-            let _ = file.unlock();
-        }
-        written
-    }
+/// The file, and what this journal knows of how it ends.
+struct Writer {
+    file: File,
+    /// Whether the file could be opened for reading, to look at its last byte.
+    readable: bool,
+    /// The file's length after this journal's last write, when that write was whole and
+    /// made under the lock: while the length is still that, the file ends with a newline.
+    end: Option<u64>,
 }
 
-/// Whether the file's last byte is not a newline, or that cannot be told.
-fn ends_mid_line(file: &File, readable: bool) -> bool {
-    if !readable {
-        return true;
-    }
-    let Ok(metadata) = file.metadata() else {
-        return true;
-    };
-    match metadata.len() {
-        0 => false,
-        length => last_byte(file, length - 1) != Some(b'\n'),
+impl Writer {
+    /// Appends `lines` (a newline, then whole lines) in one `write`, leaving out the
+    /// first newline when the file ends with one.
+    fn write_lines(&mut self, lines: &[u8]) -> std::io::Result<()> {
+        // Without the lock the look and the write still run back to back; with it no
+        // other replaysafe writer can leave a fragment in between, and the file's length
+        // after the write is known.
+        let locked = self.file.lock().is_ok();
+        let length = self.file.metadata().map(|metadata| metadata.len()).ok();
+        let fresh = match length {
+            Some(0) => true,
+            // The file is as this journal's last write left it: it ends with that newline.
+            Some(length) if locked && Some(length) == self.end => true,
+            Some(length) if self.readable => last_byte(&self.file, length - 1) == Some(b'\n'),
+            _ => false,
+        };
+        let start = usize::from(fresh);
+        let written = (&self.file).write_all(&lines[start..]);
+        self.end = match (&written, length) {
+            (Ok(()), Some(length)) if locked => Some(length + (lines.len() - start) as u64),
+            _ => None,
+        };
+        if locked {
+            let _ = self.file.unlock();
+        }
+        written
     }
 }
 
@@ -285,11 +296,7 @@ impl Journal for JsonlJournal {
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let State {
-            file,
-            readable,
-            bytes,
-        } = &mut *state;
+        let State { writer, bytes } = &mut *state;
         if self.durability == Durability::Buffered {
             let before = bytes.len();
             entry.write_json(bytes);
@@ -299,14 +306,14 @@ impl Journal for JsonlJournal {
             }
             // Write whole lines only: the new line goes first when it alone overflows.
             let result = if before > 1 {
-                State::write_lines(file, *readable, &bytes[..before])
+                writer.write_lines(&bytes[..before])
             } else {
                 Ok(())
             };
             let result = result.and_then(|()| {
                 bytes.drain(1..before);
                 if bytes.len() > BUFFER_BYTES {
-                    let written = State::write_lines(file, *readable, bytes);
+                    let written = writer.write_lines(bytes);
                     bytes.truncate(1);
                     written
                 } else {
@@ -323,9 +330,9 @@ impl Journal for JsonlJournal {
         bytes.push(b'\n');
         let error = |e| JournalError::writing_record(self.shown(), entry, e);
         // One write of the whole line: O_APPEND makes the kernel place it at the end, whole.
-        State::write_lines(file, *readable, bytes).map_err(error)?;
+        writer.write_lines(bytes).map_err(error)?;
         if self.durability == Durability::Fsync {
-            file.sync_data().map_err(error)?;
+            writer.file.sync_data().map_err(error)?;
         }
         Ok(())
     }
@@ -338,15 +345,11 @@ impl Journal for JsonlJournal {
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let State {
-            file,
-            readable,
-            bytes,
-        } = &mut *state;
+        let State { writer, bytes } = &mut *state;
         if bytes.len() <= 1 {
             return Ok(());
         }
-        let written = State::write_lines(file, *readable, bytes);
+        let written = writer.write_lines(bytes);
         bytes.truncate(1);
         written.map_err(|e| JournalError::writing(self.shown(), e))
     }

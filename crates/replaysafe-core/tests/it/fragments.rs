@@ -354,3 +354,42 @@ fn a_flush_after_a_fragment_starts_a_line_of_its_own() {
     guard.journal().flush().unwrap();
     assert_eq!(decisions(&path), [None, Some(JournalDecision::Suppressed)]);
 }
+
+#[test]
+fn a_journal_that_wrote_last_looks_again_once_another_writer_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.jsonl");
+    let journal = std::sync::Arc::new(JsonlJournal::open(&path).unwrap());
+    let guard = Guard::with_shared_journal(RecordingClient::new(), journal.clone());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let send = |to: &str| {
+        runtime
+            .block_on(guard.send(&contexts::backfill(), &TestEffect::email(to)))
+            .unwrap()
+    };
+    send("a@b.example");
+    send("c@d.example");
+    // This journal wrote last; now another writer's line is cut short after it.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(FRAGMENT)
+        .unwrap();
+    send("e@f.example");
+    send("g@h.example");
+    use JournalDecision::*;
+    assert_eq!(
+        decisions(&path),
+        [
+            Some(Suppressed),
+            Some(Suppressed),
+            None,
+            Some(Suppressed),
+            Some(Suppressed)
+        ]
+    );
+}
