@@ -1,6 +1,13 @@
 //! `replaysafe report` over generated journals: lines per second against a baseline that
 //! only parses the same file with serde_json, and peak memory at 1 M and 5 M lines; the
 //! HTML page of the 5 M-line journal: wall time and peak memory of the binary.
+//!
+//! The lists that grow with the effects: `report` of 200,000 effects in doubt against
+//! the same number of suppressed lines (memory should not grow with the effects listed),
+//! and `diff` of two journals of about 225 MB each: wall time and peak memory of the
+//! binary. `cargo bench -p replaysafe-cli --bench report -- lists` runs only these;
+//! `REPLAYSAFE_BENCH_BINARY=PATH` measures another build of `replaysafe` instead (an
+//! older release, to compare).
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
@@ -70,20 +77,39 @@ fn parse_only(path: &Path) -> usize {
     count
 }
 
+/// The binary measured: this build's, or `REPLAYSAFE_BENCH_BINARY`.
+fn binary() -> Command {
+    Command::new(
+        std::env::var_os("REPLAYSAFE_BENCH_BINARY")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_replaysafe").into()),
+    )
+}
+
 /// Peak memory in MiB and wall time of `replaysafe report --format FORMAT PATH`.
 fn run_report(path: &Path, format: &str) -> (f64, std::time::Duration) {
     let page = path.with_extension(format);
+    let measured = run_binary(
+        binary()
+            .args(["report", "--format", format, "-o"])
+            .arg(&page)
+            .arg(path),
+    );
+    let _ = std::fs::remove_file(&page);
+    measured
+}
+
+/// Peak memory in MiB (the child's own `VmHWM`) and wall time of a `replaysafe` command
+/// that exits 0 or 1; its standard output is discarded.
+fn run_binary(command: &mut Command) -> (f64, std::time::Duration) {
     let started = std::time::Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_replaysafe"))
-        .args(["report", "--print-peak-memory", "--format", format, "-o"])
-        .arg(&page)
-        .arg(path)
+    let output = command
+        .arg("--print-peak-memory")
+        .stdout(std::process::Stdio::null())
         .output()
         .unwrap();
     let took = started.elapsed();
-    let _ = std::fs::remove_file(&page);
     assert!(
-        output.status.success(),
+        matches!(output.status.code(), Some(0 | 1)),
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
@@ -100,10 +126,141 @@ fn peak_memory_mib(path: &Path) -> f64 {
     run_report(path, "json").0
 }
 
+/// One line of the journals of the list benchmarks: an effect of a 90-day backfill keyed
+/// by `index`, with `decision`, a payload digest that depends on `version`.
+fn list_record(index: usize, decision: JournalDecision, version: usize) -> JournalRecord {
+    let start = Utc.with_ymd_and_hms(2026, 5, 1, 0, 0, 0).unwrap();
+    let window_start = start + TimeDelta::days((index % 90) as i64);
+    let kinds = ["email", "email", "webhook", "file_drop"];
+    JournalRecord {
+        v: 1,
+        ts: start + TimeDelta::milliseconds(index as i64),
+        decision,
+        reasons: if decision == JournalDecision::Suppressed {
+            vec!["replay_run".into(), "stale_window".into()]
+        } else {
+            vec!["current_window".into()]
+        },
+        pipeline: "daily_orders".into(),
+        run_id: format!("scheduled__{}", replaysafe_core::rfc3339(window_start)),
+        run_kind: "scheduled".into(),
+        backfill_id: None,
+        window: RecordWindow {
+            start: window_start,
+            end: window_start + TimeDelta::days(1),
+        },
+        effect: RecordEffect {
+            kind: kinds[index % kinds.len()].into(),
+            message_type: "daily_summary".into(),
+            target: format!("*@customer{}.example", index % 10_000),
+            idempotency_key: format!("{:064x}", index.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            summary: Some("Your daily summary".into()),
+            payload_sha256: format!("{:064x}", index * 7 + version),
+            payload_bytes: 2048,
+        },
+        opt_in: None,
+        attempt: u32::from(decision != JournalDecision::Suppressed),
+        error: None,
+        note: None,
+    }
+}
+
+fn write_records(path: &Path, records: impl Iterator<Item = JournalRecord>) {
+    let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
+    for record in records {
+        serde_json::to_writer(&mut out, &record).unwrap();
+        out.write_all(b"\n").unwrap();
+    }
+    out.flush().unwrap();
+}
+
+/// `report` of `effects` attempts with no outcome, against as many suppressed lines.
+fn bench_in_doubt(bench: &mut Report, dir: &Path, effects: usize) {
+    let in_doubt = dir.join("in-doubt.jsonl");
+    write_records(
+        &in_doubt,
+        (0..effects).map(|i| list_record(i, JournalDecision::Attempting, 0)),
+    );
+    let suppressed = dir.join("suppressed.jsonl");
+    write_records(
+        &suppressed,
+        (0..effects).map(|i| list_record(i, JournalDecision::Suppressed, 0)),
+    );
+    let megabytes = std::fs::metadata(&in_doubt).unwrap().len() as f64 / 1e6;
+    bench.figure("cli.report.in_doubt_200k_input", megabytes, "MB");
+    for format in ["table", "json"] {
+        let (peak, took) = run_report(&in_doubt, format);
+        let (baseline, _) = run_report(&suppressed, format);
+        bench.figure(
+            format!("cli.report.in_doubt_200k_peak_memory_{format}"),
+            peak,
+            "MiB",
+        );
+        bench.figure(
+            format!("cli.report.in_doubt_200k_seconds_{format}"),
+            took.as_secs_f64(),
+            "s",
+        );
+        bench.ratio(
+            format!("cli.report.in_doubt_200k_peak_memory_vs_suppressed_{format}"),
+            peak / baseline,
+            "peak memory of report over as many suppressed lines",
+        );
+    }
+    std::fs::remove_file(&in_doubt).unwrap();
+    std::fs::remove_file(&suppressed).unwrap();
+}
+
+/// `diff` of a 225 MB dry run against a re-run of it: 1 % of payloads changed, 0.4 % of
+/// effects dropped, 0.4 % added, 0.2 % delivered (attempting and delivered lines).
+fn bench_diff(bench: &mut Report, dir: &Path, effects: usize) {
+    let base = dir.join("base.jsonl");
+    write_records(
+        &base,
+        (0..effects).map(|i| list_record(i, JournalDecision::Suppressed, 0)),
+    );
+    let new = dir.join("new.jsonl");
+    write_records(
+        &new,
+        (0..effects).flat_map(|i| {
+            let version = usize::from(i % 100 == 3);
+            match i % 500 {
+                7 | 207 => vec![],
+                9 | 209 => vec![
+                    list_record(i, JournalDecision::Suppressed, version),
+                    list_record(effects + i, JournalDecision::Suppressed, 0),
+                ],
+                11 => vec![
+                    list_record(i, JournalDecision::Attempting, version),
+                    list_record(i, JournalDecision::Delivered, version),
+                ],
+                _ => vec![list_record(i, JournalDecision::Suppressed, version)],
+            }
+        }),
+    );
+    let megabytes = std::fs::metadata(&base).unwrap().len() as f64 / 1e6;
+    bench.figure("cli.diff.input_each", megabytes, "MB");
+    let (peak, took) = run_binary(binary().arg("diff").arg(&base).arg(&new));
+    bench.figure("cli.diff.peak_memory_225mb", peak, "MiB");
+    bench.figure("cli.diff.seconds_225mb", took.as_secs_f64(), "s");
+    let (equal_peak, _) = run_binary(binary().arg("diff").arg(&base).arg(&base));
+    bench.figure("cli.diff.peak_memory_225mb_equal", equal_peak, "MiB");
+    std::fs::remove_file(&base).unwrap();
+    std::fs::remove_file(&new).unwrap();
+}
+
 fn main() {
     let mut bench = Report::new("cli");
     let dir = std::env::temp_dir().join(format!("replaysafe-bench-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    bench_in_doubt(&mut bench, &dir, 200_000);
+    bench_diff(&mut bench, &dir, 360_000);
+    if std::env::args().any(|arg| arg == "lists") {
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = bench.write().unwrap();
+        println!("wrote {}", path.display());
+        return;
+    }
     let one_million = dir.join("1m.jsonl");
     generate(&one_million, 1_000_000);
 

@@ -3,19 +3,26 @@
 //! Two journals differ when an effect is in only one of them, when its payload digest
 //! changed, or when its decision flipped: what happened to it in the base (delivered,
 //! suppressed, failed, in doubt) is not what happened to it in the new journal.
+//!
+//! Each side keeps about a hundred bytes per distinct idempotency key (the key and the
+//! payload digest in compact form, where its last line is, and what happened to it);
+//! the effects listed are read again from their last lines, sorted in temporary files
+//! ([`Rows`]) and written out row by row, so memory does not grow with the differences.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use replaysafe_core::journal::JournalDecision;
+use replaysafe_core::journal::{JournalDecision, JournalRecord};
 
-use crate::input::{self, Progress};
-use crate::render::{Format, Table, time_text};
+use crate::compact::{Compact, Interner, OddTexts, SmallList};
+use crate::input::{self, LineAt, Progress, Source};
+use crate::render::{Format, time_text, write_table};
+use crate::spill::{Rows, Spill};
 
 /// What one journal says about one logical effect (its last line gives the description).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Effect {
     /// Idempotency key.
     pub key: String,
@@ -35,32 +42,58 @@ pub struct Effect {
     pub decision: String,
 }
 
-/// The decision of one effect, from all of its lines in one journal.
-#[derive(Debug, Default)]
-struct Lines {
-    effect: Option<Effect>,
+/// What one side of a diff keeps per effect while reading: where its last line is (read
+/// again only if the effect is listed), its payload digest, and what happened to it.
+#[derive(Clone, Copy, Debug)]
+struct Summary {
+    last: LineAt,
+    payload: Compact,
     delivered: bool,
     failed: bool,
-    /// (run id, attempt) of `attempting` lines without their `failed` line yet.
-    open: Vec<(String, u32)>,
 }
 
-impl Lines {
-    fn decision(&self) -> &'static str {
-        if self.delivered {
+/// The effects of the journals of one side, by idempotency key.
+#[derive(Debug, Default)]
+struct Side {
+    effects: HashMap<Compact, Summary>,
+    /// Attempts without an outcome, (run number, attempt), for the effects that have some.
+    open: HashMap<Compact, SmallList<(u32, u32)>>,
+    runs: Interner,
+    sources: Vec<Source>,
+}
+
+impl Side {
+    fn decision(&self, key: &Compact, summary: &Summary) -> &'static str {
+        if summary.delivered {
             "delivered"
-        } else if !self.open.is_empty() {
+        } else if self.open.contains_key(key) {
             "in_doubt"
-        } else if self.failed {
+        } else if summary.failed {
             "failed"
         } else {
             "suppressed"
         }
     }
+
+    /// The effect as its last line describes it.
+    fn effect(&self, key: &Compact, summary: &Summary) -> anyhow::Result<Effect> {
+        let record: JournalRecord = input::record_at(&self.sources, summary.last, |record| {
+            Compact::new(&record.effect.idempotency_key) == *key
+        })?;
+        Ok(Effect {
+            key: record.effect.idempotency_key,
+            kind: record.effect.kind,
+            message_type: record.effect.message_type,
+            target: record.effect.target,
+            window_start: record.window.start,
+            payload_sha256: record.effect.payload_sha256,
+            decision: self.decision(key, summary).to_owned(),
+        })
+    }
 }
 
 /// An effect whose payload or decision changed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Changed {
     /// In the base journal.
     pub base: Effect,
@@ -69,16 +102,19 @@ pub struct Changed {
 }
 
 /// The differences.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+///
+/// The lists are [`Rows`] kept in temporary files, in the order they are shown (kind,
+/// window start, target, key): a diff's memory does not grow with its length.
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Diff {
     /// Effects only the new journal has.
-    pub only_in_new: Vec<Effect>,
+    pub only_in_new: Rows<Effect>,
     /// Effects only the base journal has.
-    pub only_in_base: Vec<Effect>,
+    pub only_in_base: Rows<Effect>,
     /// Effects in both whose payload digest differs.
-    pub changed: Vec<Changed>,
+    pub changed: Rows<Changed>,
     /// Effects in both whose decision differs (suppressed in one, delivered in the other).
-    pub changed_decision: Vec<Changed>,
+    pub changed_decision: Rows<Changed>,
     /// Effects in both with the same payload and the same decision.
     pub unchanged: u64,
 }
@@ -93,61 +129,80 @@ impl Diff {
     }
 }
 
-fn load(
-    paths: &[&Path],
-    skip_invalid: bool,
-    progress: &Progress,
-) -> anyhow::Result<BTreeMap<String, Effect>> {
-    let mut effects: BTreeMap<String, Lines> = BTreeMap::new();
-    for path in paths {
-        load_into(&mut effects, path, skip_invalid, progress)?;
+/// Reads the journals of one side.
+///
+/// Memory grows by about a hundred bytes per distinct idempotency key (its key and payload
+/// digest in 33 bytes each, and where its last line is), never with the lines' text.
+fn load(paths: &[&Path], skip_invalid: bool, progress: &Progress) -> anyhow::Result<Side> {
+    if paths.len() > LineAt::MAX_JOURNALS {
+        anyhow::bail!(
+            "diff reads at most {} journals a side",
+            LineAt::MAX_JOURNALS
+        );
     }
-    Ok(effects
-        .into_iter()
-        .filter_map(|(key, lines)| {
-            let decision = lines.decision();
-            let mut effect = lines.effect?;
-            effect.decision = decision.to_owned();
-            Some((key, effect))
-        })
-        .collect())
-}
-
-fn load_into(
-    effects: &mut BTreeMap<String, Lines>,
-    path: &Path,
-    skip_invalid: bool,
-    progress: &Progress,
-) -> anyhow::Result<()> {
-    input::for_each_record(path, skip_invalid, progress, |record| {
-        let lines = effects
-            .entry(record.effect.idempotency_key.clone())
-            .or_default();
-        match record.decision {
-            JournalDecision::Delivered => lines.delivered = true,
-            JournalDecision::Failed => {
-                lines.failed = true;
-                let settled = lines.open.iter().rposition(|(run_id, attempt)| {
-                    *run_id == record.run_id && *attempt == record.attempt
+    let mut side = Side::default();
+    for (journal, path) in paths.iter().enumerate() {
+        let Side {
+            effects,
+            open,
+            runs,
+            sources,
+        } = &mut side;
+        let mut too_far = false;
+        let (_, source) =
+            input::for_each_record(path, skip_invalid, progress, |record, offset| {
+                let Some(last) = LineAt::new(journal, offset) else {
+                    too_far = true;
+                    return;
+                };
+                let key = Compact::new(&record.effect.idempotency_key);
+                let payload = Compact::new(&record.effect.payload_sha256);
+                let summary = effects.entry(key).or_insert(Summary {
+                    last,
+                    payload,
+                    delivered: false,
+                    failed: false,
                 });
-                if let Some(index) = settled {
-                    lines.open.remove(index);
+                summary.last = last;
+                summary.payload = payload;
+                match record.decision {
+                    JournalDecision::Delivered => {
+                        // Delivered wins whatever follows: its open attempts no longer matter.
+                        summary.delivered = true;
+                        open.remove(&key);
+                    }
+                    JournalDecision::Failed => {
+                        summary.failed = true;
+                        let run = runs.get(&record.run_id);
+                        if let Some(attempts) = open.get_mut(&key) {
+                            let settled = attempts
+                                .as_slice()
+                                .iter()
+                                .rposition(|(r, a)| Some(*r) == run && *a == record.attempt);
+                            if let Some(index) = settled {
+                                attempts.remove(index);
+                            }
+                            if attempts.is_empty() {
+                                open.remove(&key);
+                            }
+                        }
+                    }
+                    JournalDecision::Attempting if !summary.delivered => {
+                        let attempt = (runs.number(&record.run_id), record.attempt);
+                        open.entry(key).or_default().push(attempt);
+                    }
+                    _ => {}
                 }
-            }
-            JournalDecision::Attempting => lines.open.push((record.run_id.clone(), record.attempt)),
-            _ => {}
+            })?;
+        if too_far {
+            anyhow::bail!(
+                "diff reads journals up to 256 TiB: {} is longer",
+                path.display()
+            );
         }
-        lines.effect = Some(Effect {
-            key: record.effect.idempotency_key,
-            kind: record.effect.kind,
-            message_type: record.effect.message_type,
-            target: record.effect.target,
-            window_start: record.window.start,
-            payload_sha256: record.effect.payload_sha256,
-            decision: String::new(),
-        });
-    })?;
-    Ok(())
+        sources.push(source);
+    }
+    Ok(side)
 }
 
 /// Compares two journals.
@@ -160,6 +215,61 @@ pub fn compare(
     compare_journals(&[base], &[new], skip_invalid, progress)
 }
 
+/// One listed difference while the lists are made: how it sorts, and where its effects
+/// are in the spill.
+#[derive(Debug)]
+struct Listed {
+    kind: u32,
+    window_start: chrono::DateTime<chrono::Utc>,
+    target: u32,
+    key: Compact,
+    at: u64,
+}
+
+/// Makes one list: materialises each difference (reading its lines again) into a spill,
+/// sorts by kind, window start, target and key, and writes the list in that order.
+struct Lister {
+    kinds: Interner,
+    targets: Interner,
+    keys: OddTexts,
+}
+
+impl Lister {
+    fn list<T: Serialize + serde::de::DeserializeOwned>(
+        &mut self,
+        items: impl Iterator<Item = anyhow::Result<(T, Effect)>>,
+    ) -> anyhow::Result<Rows<T>> {
+        let spill_error =
+            |e| anyhow::Error::new(e).context("keeping the differences in a temporary file");
+        let mut spill = Spill::new();
+        let mut listed = Vec::new();
+        for item in items {
+            let (item, shown) = item?;
+            listed.push(Listed {
+                kind: self.kinds.number(&shown.kind),
+                window_start: shown.window_start,
+                target: self.targets.number(&shown.target),
+                key: self.keys.compact(&shown.key),
+                at: spill.push(&item).map_err(spill_error)?,
+            });
+        }
+        listed.sort_by(|a, b| {
+            self.kinds
+                .text(a.kind)
+                .cmp(self.kinds.text(b.kind))
+                .then(a.window_start.cmp(&b.window_start))
+                .then_with(|| self.targets.text(a.target).cmp(self.targets.text(b.target)))
+                .then_with(|| self.keys.cmp(&a.key, &b.key))
+        });
+        let mut sorted = Spill::new();
+        for entry in listed {
+            let item = spill.get(entry.at).map_err(spill_error)?;
+            sorted.push(&item).map_err(spill_error)?;
+        }
+        sorted.into_rows().map_err(spill_error)
+    }
+}
+
 /// Compares the effects of the `base` journals, read as one, with those of the `new` ones.
 pub fn compare_journals(
     base: &[&Path],
@@ -167,70 +277,109 @@ pub fn compare_journals(
     skip_invalid: bool,
     progress: &Progress,
 ) -> anyhow::Result<Diff> {
-    let base = load(base, skip_invalid, progress)?;
+    let mut base = load(base, skip_invalid, progress)?;
+    // The base's effects as a list of exactly their size while the new side is read.
+    let before_list: Vec<(Compact, Summary)> =
+        std::mem::take(&mut base.effects).into_iter().collect();
     let mut new = load(new, skip_invalid, progress)?;
     progress.finish();
-    let mut diff = Diff::default();
-    for (key, before) in base {
-        let Some(after) = new.remove(&key) else {
-            diff.only_in_base.push(before);
+    let mut unchanged = 0;
+    let mut only_in_base = Vec::new();
+    let mut changed = Vec::new();
+    let mut changed_decision = Vec::new();
+    for (key, before) in before_list {
+        let Some(after) = new.effects.remove(&key) else {
+            only_in_base.push((key, before));
             continue;
         };
-        let payload = after.payload_sha256 != before.payload_sha256;
-        let decision = after.decision != before.decision;
+        let payload = after.payload != before.payload;
+        let decision = new.decision(&key, &after) != base.decision(&key, &before);
         if !payload && !decision {
-            diff.unchanged += 1;
+            unchanged += 1;
             continue;
         }
-        let change = Changed {
-            base: before,
-            new: after,
-        };
-        if payload && decision {
-            diff.changed.push(change.clone());
-        } else if payload {
-            diff.changed.push(change);
-            continue;
+        if payload {
+            changed.push((key, before, after));
         }
-        diff.changed_decision.push(change);
+        if decision {
+            changed_decision.push((key, before, after));
+        }
     }
-    diff.only_in_new = new.into_values().collect();
-    let order = |e: &Effect| {
-        (
-            e.kind.clone(),
-            e.window_start,
-            e.target.clone(),
-            e.key.clone(),
-        )
+    let only_in_new: Vec<(Compact, Summary)> =
+        std::mem::take(&mut new.effects).into_iter().collect();
+    let mut lister = Lister {
+        kinds: Interner::default(),
+        targets: Interner::default(),
+        keys: OddTexts::default(),
     };
-    diff.only_in_new.sort_by_key(order);
-    diff.only_in_base.sort_by_key(order);
-    diff.changed.sort_by_key(|c| order(&c.new));
-    diff.changed_decision.sort_by_key(|c| order(&c.new));
-    Ok(diff)
+    let one = |side: &Side, (key, summary): (Compact, Summary)| {
+        side.effect(&key, &summary)
+            .map(|effect| (effect.clone(), effect))
+    };
+    let both = |(key, before, after): (Compact, Summary, Summary)| {
+        let change = Changed {
+            base: base.effect(&key, &before)?,
+            new: new.effect(&key, &after)?,
+        };
+        let shown = change.new.clone();
+        Ok((change, shown))
+    };
+    Ok(Diff {
+        only_in_new: lister.list(only_in_new.into_iter().map(|item| one(&new, item)))?,
+        only_in_base: lister.list(only_in_base.into_iter().map(|item| one(&base, item)))?,
+        changed: lister.list(changed.into_iter().map(both))?,
+        changed_decision: lister.list(changed_decision.into_iter().map(both))?,
+        unchanged,
+    })
 }
 
 /// Renders the differences.
 pub fn render(diff: &Diff, format: Format) -> String {
+    let mut out = Vec::new();
+    if let Err(error) = write(diff, format, &mut out) {
+        // Only reading back the diff's own temporary files can fail here.
+        return format!("replaysafe: {error}\n");
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Writes the differences to `out`, reading the lists back from disk as it goes.
+pub fn write(diff: &Diff, format: Format, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     if format == Format::Json {
-        return serde_json::to_string_pretty(diff).unwrap_or_default() + "\n";
+        serde_json::to_writer_pretty(&mut *out, diff).map_err(std::io::Error::other)?;
+        return out.write_all(b"\n");
     }
-    let mut out = String::new();
     if format == Format::Markdown {
-        out.push_str("## replaysafe diff\n\n");
+        out.write_all(b"## replaysafe diff\n\n")?;
     }
-    out.push_str(&format!(
-        "{} only in new, {} only in base, {} changed payloads, {} changed decisions, {} unchanged\n",
+    writeln!(
+        out,
+        "{} only in new, {} only in base, {} changed payloads, {} changed decisions, {} unchanged",
         diff.only_in_new.len(),
         diff.only_in_base.len(),
         diff.changed.len(),
         diff.changed_decision.len(),
         diff.unchanged
-    ));
-    let effects_table = |title: &str, effects: &[Effect]| {
-        let mut table = Table::new(
+    )?;
+    let effects_table = |out: &mut dyn std::io::Write, title: &str, effects: &Rows<Effect>| {
+        let rows = || {
+            effects.iter().map(|effect| {
+                effect.map(|effect| {
+                    vec![
+                        effect.kind,
+                        effect.message_type,
+                        effect.target,
+                        time_text(effect.window_start),
+                        decision_text(&effect.decision).to_owned(),
+                        prefix(&effect.key, 16).to_owned(),
+                    ]
+                })
+            })
+        };
+        write_table(
+            out,
             title,
-            [
+            &[
                 "kind",
                 "message type",
                 "target",
@@ -238,31 +387,38 @@ pub fn render(diff: &Diff, format: Format) -> String {
                 "decision",
                 "key",
             ],
-        );
-        for effect in effects {
-            table.row([
-                effect.kind.clone(),
-                effect.message_type.clone(),
-                effect.target.clone(),
-                time_text(effect.window_start),
-                decision_text(&effect.decision).to_owned(),
-                prefix(&effect.key, 16).to_owned(),
-            ]);
-        }
-        table.render(format)
+            rows,
+            format,
+        )
     };
     if !diff.only_in_new.is_empty() {
-        out.push('\n');
-        out.push_str(&effects_table("only in new", &diff.only_in_new));
+        out.write_all(b"\n")?;
+        effects_table(out, "only in new", &diff.only_in_new)?;
     }
     if !diff.only_in_base.is_empty() {
-        out.push('\n');
-        out.push_str(&effects_table("only in base", &diff.only_in_base));
+        out.write_all(b"\n")?;
+        effects_table(out, "only in base", &diff.only_in_base)?;
     }
     if !diff.changed.is_empty() {
-        let mut table = Table::new(
+        let rows = || {
+            diff.changed.iter().map(|change| {
+                change.map(|change| {
+                    vec![
+                        change.new.kind,
+                        change.new.message_type,
+                        change.new.target,
+                        time_text(change.new.window_start),
+                        prefix(&change.base.payload_sha256, 12).to_owned(),
+                        prefix(&change.new.payload_sha256, 12).to_owned(),
+                    ]
+                })
+            })
+        };
+        out.write_all(b"\n")?;
+        write_table(
+            out,
             "changed payloads",
-            [
+            &[
                 "kind",
                 "message type",
                 "target",
@@ -270,24 +426,31 @@ pub fn render(diff: &Diff, format: Format) -> String {
                 "base sha256",
                 "new sha256",
             ],
-        );
-        for change in &diff.changed {
-            table.row([
-                change.new.kind.clone(),
-                change.new.message_type.clone(),
-                change.new.target.clone(),
-                time_text(change.new.window_start),
-                prefix(&change.base.payload_sha256, 12).to_owned(),
-                prefix(&change.new.payload_sha256, 12).to_owned(),
-            ]);
-        }
-        out.push('\n');
-        out.push_str(&table.render(format));
+            rows,
+            format,
+        )?;
     }
     if !diff.changed_decision.is_empty() {
-        let mut table = Table::new(
+        let rows = || {
+            diff.changed_decision.iter().map(|change| {
+                change.map(|change| {
+                    vec![
+                        change.new.kind,
+                        change.new.message_type,
+                        change.new.target,
+                        time_text(change.new.window_start),
+                        decision_text(&change.base.decision).to_owned(),
+                        decision_text(&change.new.decision).to_owned(),
+                        prefix(&change.new.key, 16).to_owned(),
+                    ]
+                })
+            })
+        };
+        out.write_all(b"\n")?;
+        write_table(
+            out,
             "changed decisions",
-            [
+            &[
                 "kind",
                 "message type",
                 "target",
@@ -296,22 +459,11 @@ pub fn render(diff: &Diff, format: Format) -> String {
                 "new",
                 "key",
             ],
-        );
-        for change in &diff.changed_decision {
-            table.row([
-                change.new.kind.clone(),
-                change.new.message_type.clone(),
-                change.new.target.clone(),
-                time_text(change.new.window_start),
-                decision_text(&change.base.decision).to_owned(),
-                decision_text(&change.new.decision).to_owned(),
-                prefix(&change.new.key, 16).to_owned(),
-            ]);
-        }
-        out.push('\n');
-        out.push_str(&table.render(format));
+            rows,
+            format,
+        )?;
     }
-    out
+    Ok(())
 }
 
 /// A decision in words: `in_doubt` reads "in doubt".

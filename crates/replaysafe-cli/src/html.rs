@@ -21,7 +21,8 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use crate::diff::{self, Changed, Diff};
 use crate::render::{Format, escape, time_text, window_text};
-use crate::report::{Cell, Report, WindowKey, kind_order, plural};
+use crate::report::{Cell, FailedEffect, InDoubt, Report, WindowKey, kind_order, plural};
+use crate::spill::Rows;
 
 /// The most rows the grid shows before it folds windows into weeks, then months.
 pub const MAX_ROWS: usize = 120;
@@ -224,8 +225,96 @@ tr.flip.to-delivered td { background: #fecaca; font-weight: 600; }
 .wrap { overflow-x: auto; }
 "#;
 
+/// Where the rows of the lists that grow with the journals go in the page, written one
+/// at a time from the report's temporary files. Journal text cannot hold a marker: maud
+/// escapes its `<`.
+const IN_DOUBT_ROWS: &str = "<!--replaysafe:in-doubt-rows-->";
+const FAILED_ROWS: &str = "<!--replaysafe:failed-rows-->";
+const ONLY_IN_NEW_ROWS: &str = "<!--replaysafe:only-in-new-rows-->";
+const ONLY_IN_BASE_ROWS: &str = "<!--replaysafe:only-in-base-rows-->";
+const CHANGED_ROWS: &str = "<!--replaysafe:changed-rows-->";
+const CHANGED_DECISION_ROWS: &str = "<!--replaysafe:changed-decision-rows-->";
+
 /// The whole page: the report and, with a base journal, the diff against it.
 pub fn render(report: &Report, diff: Option<&Diff>) -> String {
+    let mut out = Vec::new();
+    if let Err(error) = write(report, diff, &mut out) {
+        // Only reading back the report's own temporary files can fail here.
+        return format!("replaysafe: {error}\n");
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Writes the whole page to `out`, the rows of effects in doubt and failed read back from
+/// disk one at a time, so the page is never held in memory whole.
+pub fn write(
+    report: &Report,
+    diff: Option<&Diff>,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    let page = one_element_a_line(page(report, diff).into_string());
+    // The markers, in the order the page holds them, and how to write each one's rows.
+    type WriteRows<'a> = Box<dyn Fn(&mut dyn std::io::Write) -> std::io::Result<()> + 'a>;
+    let mut lists: Vec<(&str, WriteRows<'_>)> = vec![
+        (
+            IN_DOUBT_ROWS,
+            Box::new(|out| write_rows(out, &report.in_doubt, in_doubt_row)),
+        ),
+        (
+            FAILED_ROWS,
+            Box::new(|out| write_rows(out, &report.failed_effects, failed_row)),
+        ),
+    ];
+    if let Some(diff) = diff {
+        lists.push((
+            ONLY_IN_NEW_ROWS,
+            Box::new(|out| {
+                write_rows(out, &diff.only_in_new, |effect| {
+                    effect_row(effect, "only-in-new")
+                })
+            }),
+        ));
+        lists.push((
+            ONLY_IN_BASE_ROWS,
+            Box::new(|out| {
+                write_rows(out, &diff.only_in_base, |effect| {
+                    effect_row(effect, "only-in-base")
+                })
+            }),
+        ));
+        lists.push((
+            CHANGED_ROWS,
+            Box::new(|out| write_rows(out, &diff.changed, changed_row)),
+        ));
+        lists.push((
+            CHANGED_DECISION_ROWS,
+            Box::new(|out| write_rows(out, &diff.changed_decision, changed_decision_row)),
+        ));
+    }
+    let mut rest = page.as_str();
+    for (marker, rows) in lists {
+        if let Some(index) = rest.find(marker) {
+            out.write_all(&rest.as_bytes()[..index])?;
+            rows(out)?;
+            rest = &rest[index + marker.len()..];
+        }
+    }
+    out.write_all(rest.as_bytes())
+}
+
+/// Writes each row of `rows` as `row` renders it, one at a time.
+fn write_rows<T: serde::Serialize + serde::de::DeserializeOwned>(
+    out: &mut dyn std::io::Write,
+    rows: &Rows<T>,
+    row: impl Fn(&T) -> Markup,
+) -> std::io::Result<()> {
+    for item in rows.iter() {
+        out.write_all(one_element_a_line(row(&item?).into_string()).as_bytes())?;
+    }
+    Ok(())
+}
+
+fn page(report: &Report, diff: Option<&Diff>) -> Markup {
     let (fold, rows) = rows(&report.grid);
     let mut kinds: Vec<&String> = report
         .grid
@@ -240,7 +329,7 @@ pub fn render(report: &Report, diff: Option<&Diff>) -> String {
             totals.add(cell);
         }
     }
-    let page = html! {
+    html! {
         (DOCTYPE)
         html lang="en" {
             head {
@@ -271,10 +360,14 @@ pub fn render(report: &Report, diff: Option<&Diff>) -> String {
                 (skipped(report))
             }
         }
-    };
-    // One element a line where whitespace changes nothing, so the page reads as a file too.
-    // Journal text holds no `<` (maud escaped it), so only the page's own tags match.
-    let mut out = page.into_string();
+    }
+}
+
+/// One element a line where whitespace changes nothing, so the page reads as a file too.
+/// Journal text holds no `<` (maud escaped it), so only the page's own tags match; and
+/// as only whole tags are matched, a page written in parts reads the same as one written
+/// whole.
+fn one_element_a_line(mut out: String) -> String {
     for tag in [
         "<head>",
         "</style>",
@@ -481,22 +574,24 @@ fn in_doubt(report: &Report) -> Markup {
                     th { "key" } th { "kind" } th { "message type" } th { "target" } th { "window" }
                     th { "run" } th { "attempt" } th { "began" } th { "last error" }
                 } }
-                tbody {
-                    @for effect in &report.in_doubt {
-                        tr data-key=(text(&effect.key)) {
-                            td.key { (text(&effect.key)) }
-                            td { (text(&effect.kind)) }
-                            td { (text(&effect.message_type)) }
-                            td { (text(&effect.target)) }
-                            td { (window_text(effect.window_start, effect.window_end)) }
-                            td { (text(&effect.run_id)) }
-                            td { (effect.attempt) }
-                            td { (replaysafe_core::rfc3339(effect.began)) }
-                            td { (error_text(effect.last_error.as_deref())) }
-                        }
-                    }
-                }
+                tbody { (PreEscaped(IN_DOUBT_ROWS)) }
             } }
+        }
+    }
+}
+
+fn in_doubt_row(effect: &InDoubt) -> Markup {
+    html! {
+        tr data-key=(text(&effect.key)) {
+            td.key { (text(&effect.key)) }
+            td { (text(&effect.kind)) }
+            td { (text(&effect.message_type)) }
+            td { (text(&effect.target)) }
+            td { (window_text(effect.window_start, effect.window_end)) }
+            td { (text(&effect.run_id)) }
+            td { (effect.attempt) }
+            td { (replaysafe_core::rfc3339(effect.began)) }
+            td { (error_text(effect.last_error.as_deref())) }
         }
     }
 }
@@ -516,21 +611,23 @@ fn failed(report: &Report) -> Markup {
                     th { "key" } th { "kind" } th { "message type" } th { "target" } th { "window" }
                     th { "run" } th { "attempts" } th { "last error" }
                 } }
-                tbody {
-                    @for effect in &report.failed_effects {
-                        tr data-key=(text(&effect.key)) {
-                            td.key { (text(&effect.key)) }
-                            td { (text(&effect.kind)) }
-                            td { (text(&effect.message_type)) }
-                            td { (text(&effect.target)) }
-                            td { (window_text(effect.window_start, effect.window_end)) }
-                            td { (text(&effect.run_id)) }
-                            td { (effect.failed_attempts) }
-                            td { (error_text(effect.last_error.as_deref())) }
-                        }
-                    }
-                }
+                tbody { (PreEscaped(FAILED_ROWS)) }
             } }
+        }
+    }
+}
+
+fn failed_row(effect: &FailedEffect) -> Markup {
+    html! {
+        tr data-key=(text(&effect.key)) {
+            td.key { (text(&effect.key)) }
+            td { (text(&effect.kind)) }
+            td { (text(&effect.message_type)) }
+            td { (text(&effect.target)) }
+            td { (window_text(effect.window_start, effect.window_end)) }
+            td { (text(&effect.run_id)) }
+            td { (effect.failed_attempts) }
+            td { (error_text(effect.last_error.as_deref())) }
         }
     }
 }
@@ -548,7 +645,11 @@ fn diff_view(diff: &Diff) -> Markup {
     let to_delivered = diff
         .changed_decision
         .iter()
-        .filter(|change| change.new.decision == "delivered")
+        .filter(|change| {
+            change
+                .as_ref()
+                .is_ok_and(|change| change.new.decision == "delivered")
+        })
         .count() as u64;
     html! {
         h2 { "Compared with the base journal" }
@@ -563,8 +664,8 @@ fn diff_view(diff: &Diff) -> Markup {
         @if diff.is_empty() {
             p.none-here { "the journals describe the same effects with the same payloads and decisions" }
         }
-        (effects_table("Only in new: the new journal reaches someone the base did not", "only-in-new", &diff.only_in_new))
-        (effects_table("Only in base: someone the base reached is not reached now", "only-in-base", &diff.only_in_base))
+        (effects_table("Only in new: the new journal reaches someone the base did not", ONLY_IN_NEW_ROWS, &diff.only_in_new))
+        (effects_table("Only in base: someone the base reached is not reached now", ONLY_IN_BASE_ROWS, &diff.only_in_base))
         @if !diff.changed.is_empty() {
             h3 { "Changed payloads" }
             div.wrap { table.diff {
@@ -572,16 +673,7 @@ fn diff_view(diff: &Diff) -> Markup {
                     th { "kind" } th { "message type" } th { "target" } th { "window start" }
                     th { "base sha256" } th { "new sha256" } th { "key" }
                 } }
-                tbody {
-                    @for change in &diff.changed {
-                        tr.changed {
-                            (effect_cells(change))
-                            td.mono { (text(diff::prefix(&change.base.payload_sha256, 12))) }
-                            td.mono { (text(diff::prefix(&change.new.payload_sha256, 12))) }
-                            td.key { (text(diff::prefix(&change.new.key, 16))) }
-                        }
-                    }
-                }
+                tbody { (PreEscaped(CHANGED_ROWS)) }
             } }
         }
         @if !diff.changed_decision.is_empty() {
@@ -591,17 +683,30 @@ fn diff_view(diff: &Diff) -> Markup {
                     th { "kind" } th { "message type" } th { "target" } th { "window start" }
                     th { "base" } th { "new" } th { "key" }
                 } }
-                tbody {
-                    @for change in &diff.changed_decision {
-                        tr class={ "flip" @if change.new.decision == "delivered" { " to-delivered" } } {
-                            (effect_cells(change))
-                            td { (text(diff::decision_text(&change.base.decision))) }
-                            td { (text(diff::decision_text(&change.new.decision))) }
-                            td.key { (text(diff::prefix(&change.new.key, 16))) }
-                        }
-                    }
-                }
+                tbody { (PreEscaped(CHANGED_DECISION_ROWS)) }
             } }
+        }
+    }
+}
+
+fn changed_row(change: &Changed) -> Markup {
+    html! {
+        tr.changed {
+            (effect_cells(change))
+            td.mono { (text(diff::prefix(&change.base.payload_sha256, 12))) }
+            td.mono { (text(diff::prefix(&change.new.payload_sha256, 12))) }
+            td.key { (text(diff::prefix(&change.new.key, 16))) }
+        }
+    }
+}
+
+fn changed_decision_row(change: &Changed) -> Markup {
+    html! {
+        tr class={ "flip" @if change.new.decision == "delivered" { " to-delivered" } } {
+            (effect_cells(change))
+            td { (text(diff::decision_text(&change.base.decision))) }
+            td { (text(diff::decision_text(&change.new.decision))) }
+            td.key { (text(diff::prefix(&change.new.key, 16))) }
         }
     }
 }
@@ -615,7 +720,21 @@ fn effect_cells(change: &Changed) -> Markup {
     }
 }
 
-fn effects_table(title: &str, class: &str, effects: &[diff::Effect]) -> Markup {
+fn effect_row(effect: &diff::Effect, class: &str) -> Markup {
+    html! {
+        tr class=(class) {
+            td { (text(&effect.kind)) }
+            td { (text(&effect.message_type)) }
+            td { (text(&effect.target)) }
+            td { (time_text(effect.window_start)) }
+            td { (text(diff::decision_text(&effect.decision))) }
+            td.key { (text(diff::prefix(&effect.key, 16))) }
+        }
+    }
+}
+
+/// A table of effects; `marker` is where its rows go.
+fn effects_table(title: &str, marker: &str, effects: &Rows<diff::Effect>) -> Markup {
     html! {
         @if !effects.is_empty() {
             h3 { (title) }
@@ -624,18 +743,7 @@ fn effects_table(title: &str, class: &str, effects: &[diff::Effect]) -> Markup {
                     th { "kind" } th { "message type" } th { "target" } th { "window start" }
                     th { "decision" } th { "key" }
                 } }
-                tbody {
-                    @for effect in effects {
-                        tr class=(class) {
-                            td { (text(&effect.kind)) }
-                            td { (text(&effect.message_type)) }
-                            td { (text(&effect.target)) }
-                            td { (time_text(effect.window_start)) }
-                            td { (text(diff::decision_text(&effect.decision))) }
-                            td.key { (text(diff::prefix(&effect.key, 16))) }
-                        }
-                    }
-                }
+                tbody { (PreEscaped(marker)) }
             } }
         }
     }
@@ -680,6 +788,9 @@ fn skipped(report: &Report) -> Markup {
                 (text(&report.skipped_invalid_lines.join(", ")))
                 @let unlisted = report.skipped_invalid - report.skipped_invalid_lines.len() as u64;
                 @if unlisted > 0 { " and " (unlisted) " more" }
+            }
+            @if let Some(possibly) = crate::report::possibly_in_doubt_text(report) {
+                p { (possibly) }
             }
         }
     }

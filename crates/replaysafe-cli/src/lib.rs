@@ -7,12 +7,15 @@
 //!
 //! Exit codes: 0 success (a suppressed `send` is a success), 1 a negative answer
 //! (`diff` found differences, `report --fail-on` found such an effect, `send` failed to
-//! deliver), 2 bad input or an I/O error.
+//! deliver), 2 bad input or an I/O error (for `send`: nothing was sent), 3 `send` made an
+//! attempt and could not journal its outcome
+//! ([`send::EXIT_OUTCOME_NOT_JOURNALED`]).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 pub mod approve;
+pub mod compact;
 pub mod context;
 pub mod diff;
 pub mod duration;
@@ -23,6 +26,7 @@ pub mod plan;
 pub mod render;
 pub mod report;
 pub mod send;
+pub mod spill;
 
 /// Peak resident memory of this process in KiB (Linux `VmHWM`), when known.
 pub fn peak_memory_kib() -> Option<u64> {

@@ -31,7 +31,16 @@ Exit codes:
   0  success (for send: delivered or suppressed)
   1  a negative answer: diff found differences, report --fail-on found such an effect,
      send failed to deliver
-  2  bad input, unreadable journal or another error";
+  2  bad input, unreadable journal or another error (for send: nothing was sent)
+  3  send made an attempt and could not journal its outcome: the journal shows the effect
+     in doubt, and the message names the journal and the key";
+
+/// The exit codes of every `send` subcommand, for their help.
+macro_rules! send_exit_codes {
+    () => {
+        "Exit codes:\n  0  delivered or suppressed\n  1  a delivery was attempted and failed (the failure is journaled)\n  2  bad input, or a journal that cannot be opened or cannot record the attempt: nothing was sent\n  3  an attempt was made and its outcome (delivered or failed) could not be journaled: the journal\n     shows the effect in doubt; the message names the journal and the key to ask the receiver about"
+    };
+}
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -124,7 +133,7 @@ enum Command {
         json: bool,
     },
     /// Send one effect through the gate, for shell scripts and Airflow BashOperator tasks.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = send_exit_codes!())]
     Send(Box<SendCommand>),
     /// Write an opt-in file that lets a backfill deliver some effects, after showing what it covers; sign it with --key.
     #[command(
@@ -217,7 +226,7 @@ enum ApproveCommand {
 enum SendCommand {
     /// Send a JSON webhook (Standard Webhooks signing with --secret-env).
     #[command(
-        after_help = "Exit 0 when delivered or suppressed (one line on stderr says which and why).\n\nThe URL's query string is sent but never printed or journaled. When the path itself is a secret (a Slack incoming webhook, say), read the URL with --url-env and pass --redact origin or --redact hashed.\n\nExample:\n  REPLAYSAFE_JOURNAL=journal.jsonl replaysafe send webhook --url https://partner.example/hooks \\\n    --event-type orders.published --data @totals.json --secret-env PARTNER_WEBHOOK_SECRET"
+        after_help = concat!("Exit 0 when delivered or suppressed (one line on stderr says which and why).\n\nThe URL's query string is sent but never printed or journaled. When the path itself is a secret (a Slack incoming webhook, say), read the URL with --url-env and pass --redact origin or --redact hashed.\n\n", send_exit_codes!(), "\n\nExample:\n  REPLAYSAFE_JOURNAL=journal.jsonl replaysafe send webhook --url https://partner.example/hooks \\\n    --event-type orders.published --data @totals.json --secret-env PARTNER_WEBHOOK_SECRET")
     )]
     #[command(group(clap::ArgGroup::new("endpoint").required(true).args(["url", "url_env"])))]
     Webhook {
@@ -253,7 +262,7 @@ enum SendCommand {
     },
     /// Send an email over SMTP, one message per recipient.
     #[command(
-        after_help = "Exit 0 when delivered or suppressed (one line per recipient on stderr says which and why).\n\nExample:\n  REPLAYSAFE_JOURNAL=journal.jsonl replaysafe send email --smtp smtp://mail.internal:587 --starttls \\\n    --user reports --password-env SMTP_PASSWORD --from reports@shop.example --to ana@shop.example \\\n    --subject 'Orders for 2026-08-05' --body @summary.txt --message-type daily_summary"
+        after_help = concat!("Exit 0 when delivered or suppressed (one line per recipient on stderr says which and why).\n\n", send_exit_codes!(), "\n\nExample:\n  REPLAYSAFE_JOURNAL=journal.jsonl replaysafe send email --smtp smtp://mail.internal:587 --starttls \\\n    --user reports --password-env SMTP_PASSWORD --from reports@shop.example --to ana@shop.example \\\n    --subject 'Orders for 2026-08-05' --body @summary.txt --message-type daily_summary")
     )]
     Email {
         /// SMTP server, smtp://HOST:PORT (no credentials in it: use --user and --password-env).
@@ -294,22 +303,22 @@ enum SendCommand {
     },
     /// Upload a file to a partner over SFTP (a file drop): host key checked first, uploaded under a temporary name, then renamed.
     #[command(
-        after_help = "Exit 0 when delivered or suppressed (one line on stderr says which and why).\n\nExample:\n  REPLAYSAFE_JOURNAL=journal.jsonl replaysafe send sftp --host files.partner.example --user orders \\\n    --key /etc/pipeline/id_ed25519 --passphrase-env PARTNER_KEY_PASSPHRASE --known-hosts /etc/pipeline/known_hosts \\\n    --dir /inbound --name 'orders_{window_start:%Y%m%d}.csv' --file orders.csv --message-type orders_csv"
+        after_help = concat!("Exit 0 when delivered or suppressed (one line on stderr says which and why).\n\n", send_exit_codes!(), "\n\nExample:\n  REPLAYSAFE_JOURNAL=journal.jsonl replaysafe send sftp --host files.partner.example --user orders \\\n    --key /etc/pipeline/id_ed25519 --passphrase-env PARTNER_KEY_PASSPHRASE --known-hosts /etc/pipeline/known_hosts \\\n    --dir /inbound --name 'orders_{window_start:%Y%m%d}.csv' --file orders.csv --message-type orders_csv")
     )]
     Sftp(send::sftp::SftpArgs),
     /// Raise an alert: Alertmanager, PagerDuty Events v2 or a Slack incoming webhook (routing keys and webhook URLs from the environment).
     #[command(
-        after_help = "Exit 0 when delivered or suppressed (one line on stderr says which and why). Alerts go stale after 1 h by default.\n\nExamples:\n  replaysafe send alert --alertmanager http://alertmanager:9093 --alertname orders_late \\\n    --summary 'orders are 3 h late' --severity critical --label team=data --allow-host alertmanager\n  replaysafe send alert --pagerduty-routing-key-env PD_ROUTING_KEY --alertname orders_late --summary 'orders are 3 h late'\n  replaysafe send alert --slack-url-env SLACK_WEBHOOK_URL --channel data-alerts --text 'orders are 3 h late'"
+        after_help = concat!("Exit 0 when delivered or suppressed (one line on stderr says which and why). Alerts go stale after 1 h by default.\n\n", send_exit_codes!(), "\n\nExamples:\n  replaysafe send alert --alertmanager http://alertmanager:9093 --alertname orders_late \\\n    --summary 'orders are 3 h late' --severity critical --label team=data --allow-host alertmanager\n  replaysafe send alert --pagerduty-routing-key-env PD_ROUTING_KEY --alertname orders_late --summary 'orders are 3 h late'\n  replaysafe send alert --slack-url-env SLACK_WEBHOOK_URL --channel data-alerts --text 'orders are 3 h late'")
     )]
     Alert(send::alert::AlertArgs),
     /// Start downstream work: an Airflow DAG run (REST API) or a call to a trigger URL.
     #[command(
-        after_help = "Exit 0 when delivered or suppressed (one line on stderr says which and why). Airflow answers 409 when a run already holds the logical date: the run is looked up, and only this trigger's own run counts as delivered.\n\nExamples:\n  replaysafe send trigger --airflow https://airflow.internal:8080 --dag-id daily_reports \\\n    --conf '{\"source\": \"orders\"}' --user pipeline --password-env AIRFLOW_PASSWORD\n  replaysafe send trigger --url https://ci.internal/hooks/rebuild --data '{}' --message-type rebuild_reports"
+        after_help = concat!("Exit 0 when delivered or suppressed (one line on stderr says which and why). Airflow answers 409 when a run already holds the logical date: the run is looked up, and only this trigger's own run counts as delivered.\n\n", send_exit_codes!(), "\n\nExamples:\n  replaysafe send trigger --airflow https://airflow.internal:8080 --dag-id daily_reports \\\n    --conf '{\"source\": \"orders\"}' --user pipeline --password-env AIRFLOW_PASSWORD\n  replaysafe send trigger --url https://ci.internal/hooks/rebuild --data '{}' --message-type rebuild_reports")
     )]
     Trigger(send::trigger::TriggerArgs),
     /// Push metrics: a Pushgateway group (replaced) or StatsD lines.
     #[command(
-        after_help = "Exit 0 when delivered or suppressed (one line per effect on stderr says which and why).\n\nExamples:\n  replaysafe send metric --pushgateway http://pushgateway:9091 --job nightly_export \\\n    --metric orders_exported=1204 --type gauge --allow-host pushgateway\n  replaysafe send metric --statsd 127.0.0.1:8125 --metric orders.sent:1204|c"
+        after_help = concat!("Exit 0 when delivered or suppressed (one line per effect on stderr says which and why).\n\n", send_exit_codes!(), "\n\nExamples:\n  replaysafe send metric --pushgateway http://pushgateway:9091 --job nightly_export \\\n    --metric orders_exported=1204 --type gauge --allow-host pushgateway\n  replaysafe send metric --statsd 127.0.0.1:8125 --metric orders.sent:1204|c")
     )]
     Metric(send::metric::MetricArgs),
 }
@@ -340,7 +349,26 @@ fn parse_max_age(text: &str) -> Result<(EffectKind, chrono::TimeDelta), String> 
     Ok((parse_effect_kind(kind)?, duration::parse(age)?))
 }
 
+/// Lets a write past the file-size limit (`RLIMIT_FSIZE`) fail with `EFBIG`, which the
+/// journal reports naming its path and the record it was writing, instead of `SIGXFSZ`
+/// killing the process in the middle of a delivery with nothing said. The handler tokio
+/// installs stays for the life of the process; it only notes the signal.
+fn survive_file_size_limit() {
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+    else {
+        return;
+    };
+    let _entered = runtime.enter();
+    let signal = tokio::signal::unix::SignalKind::from_raw(libc::SIGXFSZ);
+    if let Err(error) = tokio::signal::unix::signal(signal) {
+        eprintln!("replaysafe: warning: SIGXFSZ stays fatal: {error}");
+    }
+}
+
 fn main() -> ExitCode {
+    survive_file_size_limit();
     let cli = Cli::parse();
     let result = run(cli.command);
     if cli.print_peak_memory
@@ -352,7 +380,11 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => {
             eprintln!("replaysafe: error: {error:#}");
-            ExitCode::from(2)
+            if error.is::<send::OutcomeNotJournaled>() {
+                ExitCode::from(send::EXIT_OUTCOME_NOT_JOURNALED)
+            } else {
+                ExitCode::from(2)
+            }
         }
     }
 }
@@ -381,32 +413,36 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             let progress = Progress::for_files(&journals);
             let report = report::build(&journals, &by, skip_invalid, &progress)?;
-            let text = match format.text() {
-                Some(format) => report::render(&report, format),
+            let compared = match format.text() {
+                Some(_) => None,
+                None if base.is_empty() => None,
                 None => {
-                    let compared = if base.is_empty() {
-                        None
-                    } else {
-                        let base: Vec<&std::path::Path> =
-                            base.iter().map(PathBuf::as_path).collect();
-                        let new: Vec<&std::path::Path> =
-                            journals.iter().map(PathBuf::as_path).collect();
-                        let progress =
-                            Progress::for_files(&[base.as_slice(), new.as_slice()].concat());
-                        Some(diff::compare_journals(
-                            &base,
-                            &new,
-                            skip_invalid,
-                            &progress,
-                        )?)
-                    };
-                    html::render(&report, compared.as_ref())
+                    let base: Vec<&std::path::Path> = base.iter().map(PathBuf::as_path).collect();
+                    let new: Vec<&std::path::Path> =
+                        journals.iter().map(PathBuf::as_path).collect();
+                    let progress = Progress::for_files(&[base.as_slice(), new.as_slice()].concat());
+                    Some(diff::compare_journals(
+                        &base,
+                        &new,
+                        skip_invalid,
+                        &progress,
+                    )?)
                 }
             };
+            // Written as it is made: the lists are read back from disk row by row.
+            let write = |out: &mut dyn std::io::Write| -> std::io::Result<()> {
+                match format.text() {
+                    Some(format) => report::write(&report, format, out)?,
+                    None => html::write(&report, compared.as_ref(), out)?,
+                }
+                out.flush()
+            };
             match &output {
-                Some(path) => std::fs::write(path, &text)
+                Some(path) => std::fs::File::create(path)
+                    .and_then(|file| write(&mut std::io::BufWriter::new(file)))
                     .with_context(|| format!("writing the report to {}", path.display()))?,
-                None => print!("{text}"),
+                None => write(&mut std::io::BufWriter::new(std::io::stdout().lock()))
+                    .context("writing the report")?,
             }
             let failures = report.failures(&fail_on);
             if failures.is_empty() {
@@ -426,7 +462,10 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         } => {
             let progress = Progress::for_files(&[&base, &new]);
             let diff = diff::compare(&base, &new, skip_invalid, &progress)?;
-            print!("{}", diff::render(&diff, format));
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            diff::write(&diff, format, &mut out)
+                .and_then(|()| std::io::Write::flush(&mut out))
+                .context("writing the differences")?;
             Ok(if diff.is_empty() {
                 ExitCode::SUCCESS
             } else {

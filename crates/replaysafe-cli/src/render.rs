@@ -154,3 +154,151 @@ impl Table {
         format!("{}\n{table}\n", escape(&self.title, format))
     }
 }
+
+/// Writes a titled table whose rows are read twice, once for the column widths and once
+/// to print them, so a table of any length is never held in memory; for the lists that
+/// grow with the journals (effects in doubt, differences).
+///
+/// It prints exactly what [`Table::render`] prints for the same rows (a test holds the
+/// two together). A column wider than 65,535 characters, which the text table would wrap,
+/// is left to [`Table::render`], in memory.
+pub fn write_table<R, I>(
+    out: &mut dyn std::io::Write,
+    title: &str,
+    header: &[&str],
+    rows: R,
+    format: Format,
+) -> std::io::Result<()>
+where
+    R: Fn() -> I,
+    I: Iterator<Item = std::io::Result<Vec<String>>>,
+{
+    use unicode_width::UnicodeWidthStr;
+    let cells = |row: &[String]| -> Vec<String> {
+        row.iter()
+            .map(|cell| escape(cell, format).into_owned())
+            .collect()
+    };
+    if format == Format::Markdown {
+        let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
+        write!(
+            out,
+            "### {}\n\n| {} |\n|{}\n",
+            escape(title, format),
+            cells(&header).join(" | "),
+            "---|".repeat(header.len())
+        )?;
+        for row in rows() {
+            writeln!(out, "| {} |", cells(&row?).join(" | "))?;
+        }
+        return Ok(());
+    }
+    let header: Vec<String> = cells(&header.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>());
+    // A column is at least one character wide.
+    let mut widths: Vec<usize> = header.iter().map(|cell| cell.width().max(1)).collect();
+    for row in rows() {
+        for (index, cell) in cells(&row?).iter().enumerate() {
+            if index >= widths.len() {
+                widths.push(1);
+            }
+            widths[index] = widths[index].max(cell.width());
+        }
+    }
+    if widths.iter().any(|width| *width > usize::from(u16::MAX)) {
+        let mut table = Table::new(title, header.iter().map(String::as_str));
+        for row in rows() {
+            table.row(row?);
+        }
+        return out.write_all(table.render(format).as_bytes());
+    }
+    let border = |left: &str, line: &str, middle: &str, right: &str| {
+        let parts: Vec<String> = widths.iter().map(|width| line.repeat(width + 2)).collect();
+        format!("{left}{}{right}\n", parts.join(middle))
+    };
+    let line = |row: &[String]| {
+        let parts: Vec<String> = widths
+            .iter()
+            .enumerate()
+            .map(|(index, width)| {
+                let cell = row.get(index).map_or("", String::as_str);
+                format!(" {cell}{} ", " ".repeat(width - cell.width()))
+            })
+            .collect();
+        format!("│{}│\n", parts.join("┆"))
+    };
+    writeln!(out, "{}", escape(title, format))?;
+    out.write_all(border("┌", "─", "┬", "┐").as_bytes())?;
+    out.write_all(line(&header).as_bytes())?;
+    out.write_all(border("╞", "═", "╪", "╡").as_bytes())?;
+    for row in rows() {
+        out.write_all(line(&cells(&row?)).as_bytes())?;
+    }
+    out.write_all(border("└", "─", "┴", "┘").as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn streamed(title: &str, header: &[&str], rows: &[Vec<String>], format: Format) -> String {
+        let mut out = Vec::new();
+        write_table(
+            &mut out,
+            title,
+            header,
+            || rows.iter().cloned().map(Ok),
+            format,
+        )
+        .unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    fn in_memory(title: &str, header: &[&str], rows: &[Vec<String>], format: Format) -> String {
+        let mut table = Table::new(title, header.iter().copied());
+        for row in rows {
+            table.row(row.clone());
+        }
+        table.render(format)
+    }
+
+    #[test]
+    fn a_streamed_table_prints_what_the_table_prints() {
+        let rows = vec![
+            vec![
+                "email".to_owned(),
+                "*@shop.example".to_owned(),
+                String::new(),
+            ],
+            vec![
+                "webhook".to_owned(),
+                "https://例え.example/フック".to_owned(),
+                "👩‍👩‍👧 e\u{301} \u{1b}[31m |`".to_owned(),
+            ],
+        ];
+        for format in [Format::Table, Format::Markdown] {
+            assert_eq!(
+                streamed("in doubt: 2", &["kind", "target", "x"], &rows, format),
+                in_memory("in doubt: 2", &["kind", "target", "x"], &rows, format),
+            );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_rows_print_alike(
+            rows in proptest::collection::vec(
+                proptest::collection::vec("\\PC{0,12}|[a-z\u{300}\u{200d}\u{4e00}-\u{4e10}\u{1f600}]{0,6}", 3),
+                1..6,
+            )
+        ) {
+            for format in [Format::Table, Format::Markdown] {
+                prop_assert_eq!(
+                    streamed("t", &["a", "bb", ""], &rows, format),
+                    in_memory("t", &["a", "bb", ""], &rows, format)
+                );
+            }
+        }
+    }
+}

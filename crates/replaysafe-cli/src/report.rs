@@ -1,8 +1,11 @@
 //! `replaysafe report`: what a run or a backfill delivered, suppressed and failed.
 //!
 //! The journal is read line by line; memory grows with the number of distinct
-//! groups, windows and targets, and with the effects whose delivery is under way at a
-//! point of the journal, never with the number of lines.
+//! groups, windows and targets, and by about a hundred bytes per effect whose delivery
+//! is under way or failed at a point of the journal (its key in compact form and where
+//! its lines are), never with the number of lines. The effects listed (in doubt, failed)
+//! are read again from their lines at the end, into temporary files ([`Rows`]), and
+//! written out row by row.
 //!
 //! An effect is **in doubt** when a delivery attempt began (an `attempting` record) and
 //! no outcome for it follows: no `failed` record of the same run and attempt, and no
@@ -16,12 +19,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use replaysafe_core::journal::{JournalDecision, JournalRecord};
 
-use crate::input::{self, Progress, Skipped};
-use crate::render::{Format, Table, escape, time_text, window_text};
+use crate::compact::{Compact, Interner, SmallList};
+use crate::input::{self, LineAt, Progress, Skipped, Source};
+use crate::render::{Format, Table, escape, time_text, window_text, write_table};
+use crate::spill::{Rows, Spill};
 
 /// What to break the report down by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum, Serialize)]
@@ -194,7 +199,7 @@ fn signer_text(opt_in: &replaysafe_core::journal::RecordOptIn) -> Option<String>
 }
 
 /// An effect whose delivery began and whose outcome is not recorded.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InDoubt {
     /// Idempotency key: ask the receiver whether it has an effect with this key.
     pub key: String,
@@ -223,7 +228,7 @@ pub struct InDoubt {
 }
 
 /// An effect whose attempts failed, that no line delivered and that is not in doubt.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailedEffect {
     /// Idempotency key.
     pub key: String,
@@ -285,7 +290,10 @@ impl Cell {
 pub type WindowKey = (DateTime<Utc>, DateTime<Utc>);
 
 /// The whole report.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+///
+/// The lists that grow with the number of effects (in doubt, failed) are [`Rows`] kept
+/// in a temporary file, so a report's memory does not grow with them.
+#[derive(Clone, Debug, Serialize)]
 pub struct Report {
     /// Journals read.
     pub journals: Vec<String>,
@@ -295,8 +303,11 @@ pub struct Report {
     pub skipped_invalid: u64,
     /// The first of them, `FILE:LINE (why)`.
     pub skipped_invalid_lines: Vec<String>,
+    /// How many of them may be `attempting` records cut short or damaged (nothing in them
+    /// proves otherwise): each counts as possibly in doubt for `--fail-on in-doubt`.
+    pub skipped_possibly_in_doubt: u64,
     /// Effects in doubt, in the order their last open attempt began.
-    pub in_doubt: Vec<InDoubt>,
+    pub in_doubt: Rows<InDoubt>,
     /// Per run or backfill.
     pub groups: Vec<Group>,
     /// Requested breakdowns, each value with its counts.
@@ -305,55 +316,102 @@ pub struct Report {
     pub opt_in_deliveries: Vec<OptInDelivery>,
     /// Effects whose attempts failed, that no line delivered and that are not in doubt,
     /// in the order of their last failed attempt.
-    pub failed_effects: Vec<FailedEffect>,
+    pub failed_effects: Rows<FailedEffect>,
     /// Per window (in time order) and effect kind, what happened: the HTML page's grid.
     #[serde(skip)]
     pub grid: BTreeMap<WindowKey, BTreeMap<String, Cell>>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct GroupState {
+    kind: &'static str,
+    id: String,
     windows: BTreeSet<(DateTime<Utc>, DateTime<Utc>)>,
     suppressed: BTreeMap<String, (u64, HashSet<String>)>,
     delivered: u64,
     failed_attempts: u64,
-    pending_failures: HashSet<String>,
+    /// Effects whose failure in this group no delivery in this group settled, and that
+    /// are not in doubt: counted at the end.
+    failed: u64,
     in_doubt: u64,
 }
 
-type GroupKey = (&'static str, String);
-
 /// An attempt with no outcome yet.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 struct OpenAttempt {
-    /// As the report lists it.
-    effect: InDoubt,
-    group: GroupKey,
-    /// Where in the journals it began, to list effects in order.
-    order: u64,
+    /// Its run id's number.
+    run: u32,
+    attempt: u32,
+    group: u32,
+    /// Its `attempting` line, read again if the effect is listed in doubt.
+    at: LineAt,
 }
 
-/// Builds a report from records, one at a time.
-#[derive(Debug, Default)]
-pub struct Builder {
-    by: Vec<Breakdown>,
-    order: Vec<GroupKey>,
-    groups: HashMap<GroupKey, GroupState>,
-    breakdowns: BTreeMap<Breakdown, BTreeMap<String, Counts>>,
-    /// Per idempotency key, its attempts without an outcome, oldest first.
-    open: HashMap<String, Vec<OpenAttempt>>,
-    opt_in_deliveries: Vec<OptInDelivery>,
-    /// Per idempotency key that failed and was not delivered (yet), its last failure.
-    failing: HashMap<String, Failing>,
-    grid: BTreeMap<WindowKey, BTreeMap<String, Cell>>,
-    records: u64,
+/// An effect in doubt, to list once the journals are read: 32 bytes.
+#[derive(Clone, Copy, Debug)]
+struct Doubtful {
+    /// Its latest attempt without an outcome.
+    at: LineAt,
+    /// Its key's [`Compact::fingerprint`], to check the line read again.
+    key: u64,
+    open_attempts: u32,
+    group: u32,
+    last_failure: Option<LineAt>,
 }
 
 /// The last failed attempt of an effect not delivered (yet).
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 struct Failing {
-    effect: FailedEffect,
-    order: u64,
+    /// Its `failed` line, read again for the effect's last error.
+    at: LineAt,
+    /// Failed attempts since the last delivery.
+    count: u64,
+}
+
+/// What the report keeps about an effect with more than one attempt without an outcome,
+/// or with a failure: rare, so kept apart from the common case.
+#[derive(Debug, Default)]
+struct EffectState {
+    /// Attempts without an outcome yet, oldest first.
+    open: SmallList<OpenAttempt>,
+    /// The last failure since the last delivery, if any.
+    failing: Option<Failing>,
+    /// The groups in which a failure of the effect is not settled by a delivery in that group.
+    pending: SmallList<u32>,
+}
+
+impl EffectState {
+    fn is_empty(&self) -> bool {
+        self.open.is_empty() && self.failing.is_none() && self.pending.is_empty()
+    }
+}
+
+/// Builds a report from records, one at a time.
+///
+/// Memory grows with the distinct groups, windows, targets and breakdown values, and by
+/// about a hundred bytes per effect whose delivery is under way or failed at a point of
+/// the journals (its idempotency key in 33 bytes and where its lines are, which are read
+/// again at the end for the effects listed); never with the number of lines, nor with
+/// their text.
+#[derive(Debug, Default)]
+pub struct Builder {
+    by: Vec<Breakdown>,
+    groups: Vec<GroupState>,
+    backfill_groups: HashMap<String, u32>,
+    run_groups: HashMap<String, u32>,
+    breakdowns: BTreeMap<Breakdown, BTreeMap<String, Counts>>,
+    /// Per idempotency key with exactly one attempt under way and nothing else: the
+    /// attempt. Most effects in doubt are these. B-trees rather than hash maps: they grow
+    /// a node at a time, where a hash map doubles, and at the doubling holds both tables.
+    attempting: BTreeMap<Compact, OpenAttempt>,
+    /// Per idempotency key with more under way or failed.
+    effects: BTreeMap<Compact, EffectState>,
+    run_ids: Interner,
+    opt_in_deliveries: Vec<OptInDelivery>,
+    grid: BTreeMap<WindowKey, BTreeMap<String, Cell>>,
+    records: u64,
+    /// Whether a line lay beyond what a [`LineAt`] can point to.
+    too_far: bool,
 }
 
 impl Builder {
@@ -369,46 +427,73 @@ impl Builder {
         }
     }
 
-    /// Adds one record.
-    pub fn add(&mut self, record: JournalRecord) {
-        self.records += 1;
-        let group = match &record.backfill_id {
-            Some(id) => ("backfill", id.clone()),
-            None => ("run", record.run_id.clone()),
+    /// The number of the group of `record`, made when new.
+    fn group_of(&mut self, record: &JournalRecord) -> u32 {
+        let (kind, id, numbers) = match &record.backfill_id {
+            Some(id) => ("backfill", id, &mut self.backfill_groups),
+            None => ("run", &record.run_id, &mut self.run_groups),
         };
-        if !self.groups.contains_key(&group) {
-            self.order.push(group.clone());
+        if let Some(number) = numbers.get(id.as_str()) {
+            return *number;
         }
-        let state = self.groups.entry(group.clone()).or_default();
+        let number = u32::try_from(self.groups.len()).unwrap_or(u32::MAX);
+        numbers.insert(id.clone(), number);
+        self.groups.push(GroupState {
+            kind,
+            id: id.clone(),
+            windows: BTreeSet::new(),
+            suppressed: BTreeMap::new(),
+            delivered: 0,
+            failed_attempts: 0,
+            failed: 0,
+            in_doubt: 0,
+        });
+        number
+    }
+
+    /// The full state of `key`, moving it from the common case when it is there.
+    fn effect(&mut self, key: Compact) -> &mut EffectState {
+        let attempt = self.attempting.remove(&key);
+        let effect = self.effects.entry(key).or_default();
+        if let Some(attempt) = attempt {
+            effect.open.push(attempt);
+        }
+        effect
+    }
+
+    /// Adds one record, whose line is `at`.
+    pub fn add(&mut self, record: JournalRecord, at: LineAt) {
+        self.records += 1;
+        let group = self.group_of(&record);
+        let state = &mut self.groups[group as usize];
         state
             .windows
             .insert((record.window.start, record.window.end));
-        let key = &record.effect.idempotency_key;
+        // Only the decisions about deliveries need the key: most lines are suppressed.
+        let key = || Compact::new(&record.effect.idempotency_key);
         match record.decision {
             JournalDecision::Attempting => {
-                let in_doubt = InDoubt {
-                    key: key.clone(),
-                    kind: record.effect.kind.clone(),
-                    message_type: record.effect.message_type.clone(),
-                    target: record.effect.target.clone(),
-                    run_id: record.run_id.clone(),
-                    backfill_id: record.backfill_id.clone(),
-                    window_start: record.window.start,
-                    window_end: record.window.end,
-                    attempt: record.attempt,
-                    began: record.ts,
-                    open_attempts: 0,
-                    last_error: None,
-                };
                 let attempt = OpenAttempt {
-                    effect: in_doubt,
+                    run: self.run_ids.number(&record.run_id),
+                    attempt: record.attempt,
                     group,
-                    order: self.records,
+                    at,
                 };
-                match self.open.get_mut(key) {
-                    Some(open) => open.push(attempt),
-                    None => {
-                        self.open.insert(key.clone(), vec![attempt]);
+                let key = key();
+                if let Some(effect) = self.effects.get_mut(&key) {
+                    effect.open.push(attempt);
+                } else {
+                    match self.attempting.entry(key) {
+                        std::collections::btree_map::Entry::Vacant(vacant) => {
+                            vacant.insert(attempt);
+                        }
+                        std::collections::btree_map::Entry::Occupied(occupied) => {
+                            // A second attempt under way: the effect leaves the common case.
+                            let first = occupied.remove();
+                            let effect = self.effects.entry(key).or_default();
+                            effect.open.push(first);
+                            effect.open.push(attempt);
+                        }
                     }
                 }
             }
@@ -424,47 +509,37 @@ impl Builder {
             }
             JournalDecision::Delivered => {
                 state.delivered += 1;
-                state.pending_failures.remove(key);
-                self.open.remove(key);
-                self.failing.remove(key);
+                let key = key();
+                self.attempting.remove(&key);
+                if let Some(effect) = self.effects.get_mut(&key) {
+                    effect.open = SmallList::Empty;
+                    effect.failing = None;
+                    if let Some(index) = effect.pending.as_slice().iter().position(|g| *g == group)
+                    {
+                        effect.pending.remove(index);
+                    }
+                    if effect.is_empty() {
+                        self.effects.remove(&key);
+                    }
+                }
             }
             JournalDecision::Failed => {
                 state.failed_attempts += 1;
-                if !state.pending_failures.contains(key) {
-                    state.pending_failures.insert(key.clone());
+                let run = self.run_ids.get(&record.run_id);
+                let effect = self.effect(key());
+                if !effect.pending.as_slice().contains(&group) {
+                    effect.pending.push(group);
                 }
-                let failed_attempts = self
-                    .failing
-                    .get(key)
-                    .map_or(0, |f| f.effect.failed_attempts);
-                self.failing.insert(
-                    key.clone(),
-                    Failing {
-                        effect: FailedEffect {
-                            key: key.clone(),
-                            kind: record.effect.kind.clone(),
-                            message_type: record.effect.message_type.clone(),
-                            target: record.effect.target.clone(),
-                            run_id: record.run_id.clone(),
-                            window_start: record.window.start,
-                            window_end: record.window.end,
-                            attempt: record.attempt,
-                            failed_attempts: failed_attempts + 1,
-                            last_error: record.error.clone(),
-                        },
-                        order: self.records,
-                    },
-                );
-                if let Some(open) = self.open.get_mut(key) {
-                    let settled = open.iter().rposition(|open| {
-                        open.effect.run_id == record.run_id && open.effect.attempt == record.attempt
-                    });
-                    if let Some(index) = settled {
-                        open.remove(index);
-                    }
-                    if open.is_empty() {
-                        self.open.remove(key);
-                    }
+                let count = effect.failing.map_or(0, |failing| failing.count) + 1;
+                effect.failing = Some(Failing { at, count });
+                // The open attempt of the same run and attempt, the latest if several.
+                let settled = effect
+                    .open
+                    .as_slice()
+                    .iter()
+                    .rposition(|open| Some(open.run) == run && open.attempt == record.attempt);
+                if let Some(index) = settled {
+                    effect.open.remove(index);
                 }
             }
             _ => {}
@@ -536,69 +611,130 @@ impl Builder {
         kinds.get_mut(kind).expect("inserted above")
     }
 
-    /// Finishes the report.
-    pub fn finish(mut self, journals: Vec<String>, skipped: Skipped) -> Report {
-        let mut groups_state = std::mem::take(&mut self.groups);
+    /// Finishes the report: lists the effects in doubt and the failed ones, reading their
+    /// lines again from `sources` (as [`input::for_each_record`] returned them, by journal
+    /// number), into the report's own temporary files.
+    pub fn finish(
+        mut self,
+        journals: Vec<String>,
+        skipped: Skipped,
+        sources: &[Source],
+    ) -> anyhow::Result<Report> {
         // Each in-doubt effect is listed once, as its latest attempt without an outcome.
-        let mut open: Vec<OpenAttempt> = std::mem::take(&mut self.open)
-            .into_values()
-            .filter_map(|mut attempts| {
-                let count = attempts.len() as u64;
-                let mut last = attempts.pop()?;
-                last.effect.open_attempts = count;
-                Some(last)
+        let mut doubtful: Vec<Doubtful> = std::mem::take(&mut self.attempting)
+            .into_iter()
+            .map(|(key, attempt)| Doubtful {
+                at: attempt.at,
+                key: key.fingerprint(),
+                open_attempts: 1,
+                group: attempt.group,
+                last_failure: None,
             })
             .collect();
-        open.sort_by_key(|open| open.order);
-        let mut in_doubt = Vec::with_capacity(open.len());
-        for attempt in open {
-            // In doubt, not failed, in every group: an attempt may have reached the receiver.
-            for state in groups_state.values_mut() {
-                state.pending_failures.remove(&attempt.effect.key);
+        let mut failing: Vec<(LineAt, u64, u64)> = Vec::new();
+        for (key, state) in std::mem::take(&mut self.effects) {
+            if let Some(last) = state.open.as_slice().last() {
+                // In doubt, not failed, in every group: an attempt may have reached the receiver.
+                doubtful.push(Doubtful {
+                    at: last.at,
+                    key: key.fingerprint(),
+                    open_attempts: state.open.as_slice().len() as u32,
+                    group: last.group,
+                    last_failure: state.failing.map(|failing| failing.at),
+                });
+                continue;
             }
-            if let Some(state) = groups_state.get_mut(&attempt.group) {
-                state.in_doubt += 1;
+            for group in state.pending.as_slice() {
+                self.groups[*group as usize].failed += 1;
             }
-            let mut effect = attempt.effect;
-            effect.last_error = self
-                .failing
-                .remove(&effect.key)
-                .and_then(|failing| failing.effect.last_error);
+            if let Some(Failing { at, count }) = state.failing {
+                failing.push((at, key.fingerprint(), count));
+            }
+        }
+        doubtful.sort_unstable_by_key(|doubtful| doubtful.at);
+        failing.sort_unstable_by_key(|failing| failing.0);
+
+        // A line read again must be the one read the first time.
+        let line = |at: LineAt, key: u64| {
+            input::record_at(sources, at, |record| {
+                Compact::new(&record.effect.idempotency_key).fingerprint() == key
+            })
+        };
+        let spill_error =
+            |e| anyhow::Error::new(e).context("keeping the report's lists in a temporary file");
+        let mut in_doubt = Spill::new();
+        for Doubtful {
+            at,
+            key,
+            open_attempts,
+            group,
+            last_failure,
+        } in doubtful
+        {
+            let record = line(at, key)?;
+            let last_error = match last_failure {
+                Some(at) => line(at, key)?.error,
+                None => None,
+            };
+            let effect = InDoubt {
+                key: record.effect.idempotency_key,
+                kind: record.effect.kind,
+                message_type: record.effect.message_type,
+                target: record.effect.target,
+                run_id: record.run_id,
+                backfill_id: record.backfill_id,
+                window_start: record.window.start,
+                window_end: record.window.end,
+                attempt: record.attempt,
+                began: record.ts,
+                open_attempts: u64::from(open_attempts),
+                last_error,
+            };
+            self.groups[group as usize].in_doubt += 1;
             self.cell((effect.window_start, effect.window_end), &effect.kind)
                 .in_doubt += 1;
-            in_doubt.push(effect);
+            in_doubt.push(&effect).map_err(spill_error)?;
         }
-        let mut failing: Vec<Failing> = std::mem::take(&mut self.failing).into_values().collect();
-        failing.sort_by_key(|failing| failing.order);
-        let mut failed_effects = Vec::with_capacity(failing.len());
-        for Failing { effect, .. } in failing {
+        let mut failed_effects = Spill::new();
+        for (at, key, count) in failing {
+            let record = line(at, key)?;
+            let effect = FailedEffect {
+                key: record.effect.idempotency_key,
+                kind: record.effect.kind,
+                message_type: record.effect.message_type,
+                target: record.effect.target,
+                run_id: record.run_id,
+                window_start: record.window.start,
+                window_end: record.window.end,
+                attempt: record.attempt,
+                failed_attempts: count,
+                last_error: record.error,
+            };
             self.cell((effect.window_start, effect.window_end), &effect.kind)
                 .failed += 1;
-            failed_effects.push(effect);
+            failed_effects.push(&effect).map_err(spill_error)?;
         }
-        let groups = std::mem::take(&mut self.order)
+        let groups = std::mem::take(&mut self.groups)
             .into_iter()
-            .map(|key| {
-                let state = groups_state.remove(&key).unwrap_or_default();
-                group(key.0, key.1, state)
-            })
+            .map(group)
             .collect();
-        Report {
+        Ok(Report {
             journals,
             records: self.records,
             skipped_invalid: skipped.count,
             skipped_invalid_lines: skipped.lines,
-            in_doubt,
+            skipped_possibly_in_doubt: skipped.possibly_attempting,
+            in_doubt: in_doubt.into_rows().map_err(spill_error)?,
             groups,
             breakdowns: self.breakdowns,
             opt_in_deliveries: self.opt_in_deliveries,
-            failed_effects,
+            failed_effects: failed_effects.into_rows().map_err(spill_error)?,
             grid: self.grid,
-        }
+        })
     }
 }
 
-fn group(kind: &'static str, id: String, state: GroupState) -> Group {
+fn group(state: GroupState) -> Group {
     let would_have_sent: BTreeMap<String, KindTotal> = state
         .suppressed
         .into_iter()
@@ -613,14 +749,14 @@ fn group(kind: &'static str, id: String, state: GroupState) -> Group {
         })
         .collect();
     let mut group = Group {
-        kind,
-        id,
+        kind: state.kind,
+        id: state.id,
         windows: state.windows.len() as u64,
         first_start: state.windows.iter().map(|w| w.0).min(),
         last_end: state.windows.iter().map(|w| w.1).max(),
         would_have_sent,
         delivered: state.delivered,
-        failed: state.pending_failures.len() as u64,
+        failed: state.failed,
         failed_attempts: state.failed_attempts,
         in_doubt: state.in_doubt,
         headline: String::new(),
@@ -724,28 +860,45 @@ pub fn build(
 ) -> anyhow::Result<Report> {
     let mut builder = Builder::new(by);
     let mut skipped = Skipped::default();
-    for path in journals {
-        skipped.extend(input::for_each_record(
+    let mut sources = Vec::with_capacity(journals.len());
+    if journals.len() > LineAt::MAX_JOURNALS {
+        anyhow::bail!("report reads at most {} journals", LineAt::MAX_JOURNALS);
+    }
+    for (journal, path) in journals.iter().enumerate() {
+        let (skipped_here, source) = input::for_each_record(
             path,
             skip_invalid,
             progress,
-            |record| builder.add(record),
-        )?);
+            |record, offset| match LineAt::new(journal, offset) {
+                Some(at) => builder.add(record, at),
+                None => builder.too_far = true,
+            },
+        )?;
+        if builder.too_far {
+            anyhow::bail!(
+                "report reads journals up to 256 TiB: {} is longer",
+                path.display()
+            );
+        }
+        skipped.extend(skipped_here);
+        sources.push(source);
     }
     progress.finish();
-    Ok(builder.finish(
+    builder.finish(
         journals.iter().map(|p| p.display().to_string()).collect(),
         skipped,
-    ))
+        &sources,
+    )
 }
 
 impl Report {
-    /// How many effects `fail_on` matches: delivered lines, failed effects or effects in doubt.
+    /// How many effects `fail_on` matches: delivered lines, failed effects or effects in
+    /// doubt, counting as in doubt each skipped line that may be an `attempting` record.
     pub fn count(&self, fail_on: FailOn) -> u64 {
         match fail_on {
             FailOn::Delivered => self.groups.iter().map(|g| g.delivered).sum(),
             FailOn::Failed => self.groups.iter().map(|g| g.failed).sum(),
-            FailOn::InDoubt => self.in_doubt.len() as u64,
+            FailOn::InDoubt => self.in_doubt.len() as u64 + self.skipped_possibly_in_doubt,
         }
     }
 
@@ -754,7 +907,15 @@ impl Report {
         let mut words = Vec::new();
         for each in fail_on {
             let count = self.count(*each);
-            let text = format!("{count} {}", each.words());
+            let mut text = format!("{count} {}", each.words());
+            if *each == FailOn::InDoubt && self.skipped_possibly_in_doubt > 0 {
+                text.push_str(&match self.skipped_possibly_in_doubt {
+                    1 => " (1 of them an invalid line that may be an attempting record)".to_owned(),
+                    lines => {
+                        format!(" ({lines} of them invalid lines that may be attempting records)")
+                    }
+                });
+            }
             if count > 0 && !words.contains(&text) {
                 words.push(text);
             }
@@ -763,35 +924,91 @@ impl Report {
     }
 }
 
+/// What the skipped lines that may be `attempting` records mean, when there are any.
+pub fn possibly_in_doubt_text(report: &Report) -> Option<String> {
+    match report.skipped_possibly_in_doubt {
+        0 => None,
+        1 => Some(
+            "1 skipped line may be an attempting record (nothing in it proves otherwise): \
+             --fail-on in-doubt counts it as possibly in doubt"
+                .to_owned(),
+        ),
+        lines => Some(format!(
+            "{lines} skipped lines may be attempting records (nothing in them proves otherwise): \
+             --fail-on in-doubt counts them as possibly in doubt"
+        )),
+    }
+}
+
 /// Renders the report.
 pub fn render(report: &Report, format: Format) -> String {
+    let mut out = Vec::new();
+    if let Err(error) = write(report, format, &mut out) {
+        // Only reading back the report's own temporary file can fail here.
+        return format!("replaysafe: {error}\n");
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Writes the report to `out`, reading its lists back from disk as it goes, so the
+/// output is never held in memory whole.
+pub fn write(report: &Report, format: Format, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     match format {
-        Format::Json => serde_json::to_string_pretty(report).unwrap_or_default() + "\n",
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, report).map_err(std::io::Error::other)?;
+            out.write_all(b"\n")
+        }
         Format::Table | Format::Markdown => {
-            let mut out = String::new();
             if format == Format::Markdown {
-                out.push_str("## replaysafe report\n\n");
+                out.write_all(b"## replaysafe report\n\n")?;
             }
             if report.groups.is_empty() {
-                out.push_str(if format == Format::Markdown { "- " } else { "" });
-                out.push_str("no effects journaled\n");
+                out.write_all(if format == Format::Markdown {
+                    b"- "
+                } else {
+                    b""
+                })?;
+                out.write_all(b"no effects journaled\n")?;
             }
             for group in &report.groups {
-                out.push_str(if format == Format::Markdown { "- " } else { "" });
-                out.push_str(&escape(&group.headline, format));
-                out.push('\n');
+                out.write_all(if format == Format::Markdown {
+                    b"- "
+                } else {
+                    b""
+                })?;
+                out.write_all(escape(&group.headline, format).as_bytes())?;
+                out.write_all(b"\n")?;
             }
             if !report.in_doubt.is_empty() {
-                let mut table = Table::new(
-                    format!(
-                        "in doubt: {} delivery began and no outcome is recorded; ask the receiver by key before sending again",
-                        plural(
-                            report.in_doubt.len() as u64,
-                            "effect whose",
-                            "effects whose"
-                        )
-                    ),
-                    [
+                out.write_all(b"\n")?;
+                let title = format!(
+                    "in doubt: {} delivery began and no outcome is recorded; ask the receiver by key before sending again",
+                    plural(
+                        report.in_doubt.len() as u64,
+                        "effect whose",
+                        "effects whose"
+                    )
+                );
+                let rows = || {
+                    report.in_doubt.iter().map(|effect| {
+                        effect.map(|effect| {
+                            vec![
+                                effect.kind,
+                                effect.message_type,
+                                effect.target,
+                                window_text(effect.window_start, effect.window_end),
+                                effect.run_id,
+                                effect.attempt.to_string(),
+                                replaysafe_core::rfc3339(effect.began),
+                                effect.key,
+                            ]
+                        })
+                    })
+                };
+                write_table(
+                    out,
+                    &title,
+                    &[
                         "kind",
                         "message type",
                         "target",
@@ -801,21 +1018,9 @@ pub fn render(report: &Report, format: Format) -> String {
                         "began",
                         "key",
                     ],
-                );
-                for effect in &report.in_doubt {
-                    table.row([
-                        effect.kind.clone(),
-                        effect.message_type.clone(),
-                        effect.target.clone(),
-                        window_text(effect.window_start, effect.window_end),
-                        effect.run_id.clone(),
-                        effect.attempt.to_string(),
-                        replaysafe_core::rfc3339(effect.began),
-                        effect.key.clone(),
-                    ]);
-                }
-                out.push('\n');
-                out.push_str(&table.render(format));
+                    rows,
+                    format,
+                )?;
             }
             for (breakdown, values) in &report.breakdowns {
                 let mut table = Table::new(
@@ -835,8 +1040,8 @@ pub fn render(report: &Report, format: Format) -> String {
                         counts.failed.to_string(),
                     ]);
                 }
-                out.push('\n');
-                out.push_str(&table.render(format));
+                out.write_all(b"\n")?;
+                out.write_all(table.render(format).as_bytes())?;
             }
             if !report.opt_in_deliveries.is_empty() {
                 let mut table = Table::new(
@@ -869,8 +1074,8 @@ pub fn render(report: &Report, format: Format) -> String {
                             .unwrap_or_else(|| "unsigned".to_owned()),
                     ]);
                 }
-                out.push('\n');
-                out.push_str(&table.render(format));
+                out.write_all(b"\n")?;
+                out.write_all(table.render(format).as_bytes())?;
             }
             if report.skipped_invalid > 0 {
                 let mut lines = report.skipped_invalid_lines.join(", ");
@@ -878,13 +1083,17 @@ pub fn render(report: &Report, format: Format) -> String {
                 if unlisted > 0 {
                     lines.push_str(&format!(" and {unlisted} more"));
                 }
-                out.push_str(&format!(
+                write!(
+                    out,
                     "\nskipped {}: {}\n",
                     plural(report.skipped_invalid, "invalid line", "invalid lines"),
                     escape(&lines, format)
-                ));
+                )?;
+                if let Some(text) = possibly_in_doubt_text(report) {
+                    writeln!(out, "{text}")?;
+                }
             }
-            out
+            Ok(())
         }
     }
 }

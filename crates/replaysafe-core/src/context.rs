@@ -316,7 +316,8 @@ impl ReplayContext {
     /// adapter builder's `build`.
     ///
     /// Without a journal path this is [`Error::Missing`] naming `REPLAYSAFE_JOURNAL`; a
-    /// file that cannot be opened is [`Error::Journal`].
+    /// file that cannot be opened, or a path that is not a regular file (`/dev/null`, a
+    /// device, a FIFO: a journal that keeps nothing is not a journal), is [`Error::Journal`].
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;

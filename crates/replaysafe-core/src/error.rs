@@ -72,8 +72,9 @@ pub enum Error {
         /// What is wrong.
         problem: String,
     },
-    /// The journal could not be opened.
-    #[error("opening the journal")]
+    /// The journal `REPLAYSAFE_JOURNAL` names could not be opened, or is not a regular
+    /// file ([`JournalError::is_not_a_regular_file`](crate::journal::JournalError::is_not_a_regular_file)).
+    #[error("opening the journal REPLAYSAFE_JOURNAL names")]
     Journal(#[source] crate::journal::JournalError),
     /// Text given where the name of an environment variable belongs (`--secret-env`, a
     /// routes file's `secret_env`) that is not one, most likely the secret itself: the

@@ -2,6 +2,13 @@
 //!
 //! The context comes from the environment exactly as in the SDK, the journal from
 //! `REPLAYSAFE_JOURNAL` or `--journal`; secrets only from environment variables or files.
+//! The journal must be a regular file: `/dev/null`, a device or a FIFO is refused, naming
+//! the flag or the variable it came from.
+//!
+//! Exit codes: 0 delivered or suppressed; 1 a delivery was attempted and failed; 2 bad
+//! input, or a journal that cannot be opened or cannot record the attempt (nothing was
+//! sent); 3 ([`EXIT_OUTCOME_NOT_JOURNALED`]) an attempt was made and its outcome could not
+//! be journaled, the message naming the effect, the journal and the key.
 //!
 //! Nothing secret or personal reaches stdout or stderr: an error names the flag and what
 //! was wrong without repeating the value, a URL is shown as the journal shows it (scheme,
@@ -22,7 +29,7 @@ pub use email::{EmailRequest, email};
 pub use webhook::{UrlSource, WebhookRequest, webhook};
 
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, anyhow, bail};
@@ -242,18 +249,60 @@ fn context_and_journal(common: &Common) -> anyhow::Result<(ReplayContext, Arc<Js
             .map_err(|e| anyhow!("--max-age: {e}"))?;
     }
     let cx = cx.with_recency(recency);
-    let path = common
-        .journal
-        .as_deref()
-        .map(Path::to_path_buf)
-        .or_else(|| cx.journal_path().map(Path::to_path_buf))
-        .ok_or_else(|| {
-            anyhow!(
-                "no journal: set REPLAYSAFE_JOURNAL or pass --journal (every decision is journaled)"
-            )
-        })?;
-    let journal = JsonlJournal::open(&path)?;
+    let (path, named_by) = match (&common.journal, cx.journal_path()) {
+        (Some(path), _) => (path.clone(), "--journal"),
+        (None, Some(path)) => (path.to_path_buf(), "REPLAYSAFE_JOURNAL"),
+        (None, None) => bail!(
+            "no journal: set REPLAYSAFE_JOURNAL or pass --journal (every decision is journaled)"
+        ),
+    };
+    // A path that is not a regular file (/dev/null, a FIFO) is refused: it keeps nothing.
+    let journal = JsonlJournal::open(&path).with_context(|| named_by.to_owned())?;
     Ok((cx, Arc::new(journal)))
+}
+
+/// `send`'s exit code when an attempt was made and its outcome (`delivered` or `failed`)
+/// could not be journaled: the journal shows the effect in doubt. Ask the receiver by the
+/// key the message names before sending again.
+pub const EXIT_OUTCOME_NOT_JOURNALED: u8 = 3;
+
+/// An attempt was made and its outcome could not be journaled; `send` exits
+/// [`EXIT_OUTCOME_NOT_JOURNALED`]. The message names the effect, whether it was
+/// delivered, the journal and the key.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct OutcomeNotJournaled(String);
+
+/// The error of a send whose journal failed: what the journal lacks, and so what the
+/// receiver may hold.
+fn journal_failure(
+    what: &str,
+    target: &str,
+    delivered: bool,
+    source: &replaysafe_core::journal::JournalError,
+    chain: String,
+) -> anyhow::Error {
+    use replaysafe_core::journal::JournalDecision;
+    let key = source.idempotency_key().unwrap_or("unknown");
+    match source.decision() {
+        Some(JournalDecision::Delivered) | Some(JournalDecision::Failed) => {
+            let done = if delivered {
+                "was delivered"
+            } else {
+                "was attempted and the attempt failed"
+            };
+            anyhow::Error::new(OutcomeNotJournaled(format!(
+                "{what} to {target} {done}, but the journal lacks the outcome: {chain}; the journal shows the effect in doubt: ask the receiver by key {key} before sending it again"
+            )))
+        }
+        Some(JournalDecision::Attempting) => {
+            anyhow!("{what} to {target}: nothing was sent: {chain}")
+        }
+        _ if delivered => anyhow::Error::new(OutcomeNotJournaled(format!(
+            "{what} to {target} was delivered, but the journal lacks the outcome: {chain}"
+        ))),
+        _ => anyhow!("{what} to {target}: {chain}"),
+    }
 }
 
 /// One line on stderr saying what happened to one effect; returns whether it failed.
@@ -296,6 +345,13 @@ fn announce<R, E: std::error::Error + Classify + 'static>(
             );
             Ok(true)
         }
+        Err(error @ SendError::Journal { delivered, source }) => Err(journal_failure(
+            what,
+            target,
+            *delivered,
+            source,
+            scrub(replaysafe_core::error_chain(error)),
+        )),
         Err(error) => Err(anyhow::Error::msg(format!(
             "{what} to {target}: {}",
             scrub(replaysafe_core::error_chain(error))

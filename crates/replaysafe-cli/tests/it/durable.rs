@@ -81,11 +81,12 @@ fn http_receiver() -> (SocketAddr, Arc<AtomicUsize>) {
 }
 
 #[test]
-fn an_unwritable_journal_sends_nothing_and_says_so() {
+fn a_journal_that_keeps_nothing_is_refused_and_nothing_is_sent() {
     let (address, requests) = http_receiver();
     let url = format!("http://{address}/hooks/orders");
-    let send = |journal: &Path| {
-        clean_command()
+    let send = |journal: Option<&Path>, variable: Option<&str>| {
+        let mut command = clean_command();
+        command
             .args([
                 "send",
                 "webhook",
@@ -94,25 +95,45 @@ fn an_unwritable_journal_sends_nothing_and_says_so() {
                 "--event-type",
                 "orders.published",
             ])
-            .args(["--data", "{}", "--allow-host", "127.0.0.1", "--journal"])
-            .arg(journal)
-            .envs(scheduled())
-            .output()
-            .unwrap()
+            .args(["--data", "{}", "--allow-host", "127.0.0.1"])
+            .envs(scheduled());
+        if let Some(journal) = journal {
+            command.arg("--journal").arg(journal);
+        }
+        if let Some(variable) = variable {
+            command.env("REPLAYSAFE_JOURNAL", variable);
+        }
+        command.output().unwrap()
     };
-    let output = send(Path::new("/dev/full"));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("journaling an effect that was not delivered: writing journal /dev/full"),
-        "{stderr}"
-    );
-    assert_eq!(requests.load(Ordering::SeqCst), 0, "a request arrived");
+    for (flag, variable, named, path) in [
+        (Some("/dev/null"), None, "--journal", "/dev/null"),
+        (Some("/dev/full"), None, "--journal", "/dev/full"),
+        (None, Some("/dev/null"), "REPLAYSAFE_JOURNAL", "/dev/null"),
+        (
+            None,
+            Some("/dev/stdout"),
+            "REPLAYSAFE_JOURNAL",
+            "/dev/stdout",
+        ),
+    ] {
+        let output = send(flag.map(Path::new), variable);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(&format!("{named}: opening journal {path}: it is ")),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("not a regular file: a journal must be a file that keeps every record"),
+            "{stderr}"
+        );
+        assert_eq!(requests.load(Ordering::SeqCst), 0, "a request arrived");
+    }
 
-    // Positive control: the same send with a writable journal reaches the receiver.
+    // Positive control: the same send with a regular file reaches the receiver.
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("j.jsonl");
-    let output = send(&journal);
+    let output = send(Some(&journal), None);
     assert_eq!(
         output.status.code(),
         Some(0),
@@ -302,6 +323,259 @@ fn a_process_killed_after_its_first_delivery_leaves_its_records() {
         assert!(
             String::from_utf8_lossy(&output.stderr).contains("the journals hold 1 in doubt"),
             "{signal}"
+        );
+    }
+}
+
+/// `replaysafe send webhook` to `url`, journaling to `journal`, under a file-size limit
+/// of `limit` bytes when given (through `prlimit`, with SIGXFSZ at its default action:
+/// the binary itself must turn it into an error it can report), in the environment of
+/// `run` (the same run gives the same window, and so the same key).
+fn send_webhook(
+    run: &[(String, String)],
+    url: &str,
+    journal: &Path,
+    limit: Option<u64>,
+) -> std::process::Output {
+    let binary = assert_cmd::cargo::cargo_bin("replaysafe");
+    let mut command = match limit {
+        Some(bytes) => {
+            let mut command = std::process::Command::new("prlimit");
+            command
+                .arg(format!("--fsize={bytes}"))
+                .arg("--")
+                .arg(binary);
+            command
+        }
+        None => std::process::Command::new(binary),
+    };
+    command
+        .args([
+            "send",
+            "webhook",
+            "--url",
+            url,
+            "--event-type",
+            "orders.published",
+        ])
+        .args(["--data", "{}", "--allow-host", "127.0.0.1", "--journal"])
+        .arg(journal)
+        .env_clear()
+        .envs(run.iter().cloned());
+    command.output().unwrap()
+}
+
+/// Every line of a journal: its decision, or `None` for a line that is not a record.
+fn lines(path: &Path) -> Vec<Option<JournalDecision>> {
+    JournalReader::open(path)
+        .unwrap()
+        .map(|line| line.ok().map(|record| record.decision))
+        .collect()
+}
+
+/// The key a `send` line on stderr names: `... (attempts 1, key KEY)`.
+fn key_of(stderr: &str) -> String {
+    let start = stderr.find("key ").unwrap_or_else(|| panic!("{stderr}")) + 4;
+    stderr[start..start + 64].to_owned()
+}
+
+#[test]
+fn an_attempting_record_cut_short_sends_nothing_and_the_next_send_starts_a_line_of_its_own() {
+    let (address, requests) = http_receiver();
+    let run = scheduled();
+    let url = format!("http://{address}/hooks/orders");
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j.jsonl");
+
+    // The attempting line is cut at 100 bytes and the rest of it fails: nothing is sent.
+    let output = send_webhook(&run, &url, &journal, Some(100));
+    let cut_stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(2), "{cut_stderr}");
+    assert!(
+        cut_stderr.contains(
+            ": nothing was sent: journaling an effect that was not delivered: writing the attempting record of effect "
+        ) && cut_stderr.contains(&format!("to journal {}: ", journal.display())),
+        "{cut_stderr}"
+    );
+    assert_eq!(requests.load(Ordering::SeqCst), 0, "sent without a record");
+    let fragment = std::fs::read(&journal).unwrap();
+    assert_eq!(fragment.len(), 100);
+    assert!(!fragment.ends_with(b"\n"));
+
+    // The next send, without the limit, writes its records on lines of their own.
+    let output = send_webhook(&run, &url, &journal, None);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(requests.load(Ordering::SeqCst), 1);
+    assert!(cut_stderr.contains(&key_of(&stderr)), "{cut_stderr}");
+    use JournalDecision::*;
+    assert_eq!(lines(&journal), [None, Some(Attempting), Some(Delivered)]);
+}
+
+#[test]
+fn a_delivered_record_cut_short_exits_3_naming_the_journal_and_the_key() {
+    let (address, requests) = http_receiver();
+    let run = scheduled();
+    let url = format!("http://{address}/hooks/orders");
+    let dir = tempfile::tempdir().unwrap();
+    // How long the two lines are, from a send without a limit.
+    let measured = dir.path().join("measured.jsonl");
+    assert_eq!(
+        send_webhook(&run, &url, &measured, None).status.code(),
+        Some(0)
+    );
+    let text = std::fs::read_to_string(&measured).unwrap();
+    let [attempting, delivered] = text.lines().map(str::len).collect::<Vec<_>>()[..] else {
+        panic!("{text}")
+    };
+
+    // Room for the attempting line and half the delivered one.
+    let journal = dir.path().join("j.jsonl");
+    let limit = (attempting + delivered / 2) as u64;
+    let output = send_webhook(&run, &url, &journal, Some(limit));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        2,
+        "the second send delivered"
+    );
+    let key = records(&measured)[0].effect.idempotency_key.clone();
+    for expected in [
+        format!(
+            "webhook orders.published to http://{address}/hooks/orders was delivered, but the journal lacks the outcome"
+        ),
+        format!(
+            "writing the delivered record of effect {key} to journal {}: ",
+            journal.display()
+        ),
+        format!("ask the receiver by key {key} before sending it again"),
+    ] {
+        assert!(stderr.contains(&expected), "{expected}\n{stderr}");
+    }
+    assert_eq!(std::fs::metadata(&journal).unwrap().len(), limit);
+    use JournalDecision::*;
+    assert_eq!(lines(&journal), [Some(Attempting), None]);
+
+    // The report fails on it: the attempt has no outcome, and the cut line may be one.
+    let report = |flags: &[&str]| {
+        clean_command()
+            .arg("report")
+            .args(flags)
+            .arg(&journal)
+            .output()
+            .unwrap()
+    };
+    assert_eq!(report(&["--fail-on", "in-doubt"]).status.code(), Some(2));
+    let output = report(&["--skip-invalid", "--fail-on", "in-doubt"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("in doubt 1"), "{stdout}");
+    assert!(
+        stdout.contains("1 skipped line may be an attempting record (nothing in it proves otherwise): --fail-on in-doubt counts it as possibly in doubt"),
+        "{stdout}"
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains(
+            "the journals hold 2 in doubt (1 of them an invalid line that may be an attempting record)"
+        ),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn a_delivery_in_doubt_after_a_line_cut_short_is_reported_in_doubt() {
+    // The sequence of issue 19: one send's attempting line is cut short, the next send
+    // delivers and its outcome cannot be journaled. The second attempt must read whole.
+    let (address, requests) = http_receiver();
+    let run = scheduled();
+    let url = format!("http://{address}/hooks/orders");
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j.jsonl");
+    assert_eq!(
+        send_webhook(&run, &url, &journal, Some(100)).status.code(),
+        Some(2)
+    );
+    let measured = dir.path().join("measured.jsonl");
+    assert_eq!(
+        send_webhook(&run, &url, &measured, None).status.code(),
+        Some(0)
+    );
+    let attempting = std::fs::read_to_string(&measured)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .len();
+    // Room for the fragment, a newline, the attempting line, and a little more.
+    let limit = 100 + 1 + attempting as u64 + 40;
+    let output = send_webhook(&run, &url, &journal, Some(limit));
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(requests.load(Ordering::SeqCst), 2);
+    use JournalDecision::*;
+    assert_eq!(lines(&journal), [None, Some(Attempting), None]);
+
+    let output = clean_command()
+        .args(["report", "--skip-invalid", "--fail-on", "in-doubt"])
+        .arg(&journal)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    // The attempt itself is listed in doubt, with its key, not only guessed at.
+    assert!(stdout.contains("in doubt 1"), "{stdout}");
+    assert!(
+        stdout.contains(&records(&measured)[0].effect.idempotency_key),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn report_counts_an_invalid_line_in_doubt_unless_it_provably_is_no_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let (address, _) = http_receiver();
+    let run = scheduled();
+    let url = format!("http://{address}/hooks/orders");
+    let whole = dir.path().join("whole.jsonl");
+    assert_eq!(
+        send_webhook(&run, &url, &whole, None).status.code(),
+        Some(0)
+    );
+    let text = std::fs::read_to_string(&whole).unwrap();
+    let attempting = text.lines().next().unwrap();
+    let suppressed = attempting.replace(r#""decision":"attempting""#, r#""decision":"suppressed""#);
+    let report = |extra: &str| {
+        let journal = dir.path().join("j.jsonl");
+        std::fs::write(&journal, format!("{text}{extra}\n")).unwrap();
+        clean_command()
+            .args(["report", "--skip-invalid", "--fail-on", "in-doubt"])
+            .arg(&journal)
+            .output()
+            .unwrap()
+    };
+    // A whole suppressed record with a malformed time: invalid, and provably no attempt.
+    let output = report(&suppressed.replacen(r#""ts":""#, r#""ts":"yesterday "#, 1));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("skipped 1 invalid line"), "{stdout}");
+    assert!(!stdout.contains("may be an attempting record"), "{stdout}");
+    // The same line cut short, or an attempt cut short with a whole record run onto it.
+    for extra in [
+        suppressed[..suppressed.len() - 30].to_owned(),
+        format!("{}{suppressed}", &attempting[..120]),
+    ] {
+        let output = report(&extra);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(1), "{extra}\n{stdout}");
+        assert!(
+            stdout.contains("1 skipped line may be an attempting record"),
+            "{stdout}"
         );
     }
 }

@@ -5,6 +5,7 @@ mod cli;
 mod cli_reference;
 mod durable;
 mod lineage;
+mod lists;
 mod outbox;
 mod outbox_boundaries;
 mod review;

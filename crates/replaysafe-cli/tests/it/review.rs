@@ -98,8 +98,8 @@ fn report_names_effects_in_doubt() {
         &Progress::hidden(),
     )
     .unwrap();
-    let in_doubt: Vec<(&str, &str, u32)> = built
-        .in_doubt
+    let listed = built.in_doubt.to_vec().unwrap();
+    let in_doubt: Vec<(&str, &str, u32)> = listed
         .iter()
         .map(|e| (e.key.as_str(), e.run_id.as_str(), e.attempt))
         .collect();
@@ -112,7 +112,7 @@ fn report_names_effects_in_doubt() {
         ]
     );
     assert_eq!(
-        built.in_doubt[0].target,
+        listed[0].target,
         "https://partner.example/hooks/b-cut-retry"
     );
     let r1 = &built.groups[0];
@@ -174,14 +174,14 @@ fn report_lists_failed_effects_and_last_errors_and_fills_the_grid() {
     std::fs::write(&path, text).unwrap();
     let built =
         report::build(std::slice::from_ref(&path), &[], false, &Progress::hidden()).unwrap();
-    let failed: Vec<(&str, u64, Option<&str>)> = built
-        .failed_effects
+    let failed_effects = built.failed_effects.to_vec().unwrap();
+    let failed: Vec<(&str, u64, Option<&str>)> = failed_effects
         .iter()
         .map(|e| (e.key.as_str(), e.failed_attempts, e.last_error.as_deref()))
         .collect();
     assert_eq!(failed, [("c-failed", 1, Some("503 service unavailable"))]);
-    let last_errors: Vec<(&str, Option<&str>)> = built
-        .in_doubt
+    let in_doubt = built.in_doubt.to_vec().unwrap();
+    let last_errors: Vec<(&str, Option<&str>)> = in_doubt
         .iter()
         .map(|e| (e.key.as_str(), e.last_error.as_deref()))
         .collect();

@@ -110,13 +110,13 @@ fn diff_formats() {
         (1, 1, 2, 10),
         "the base's emails were delivered by opt-in, the new journal's suppressed"
     );
-    assert!(
-        found
-            .changed_decision
-            .iter()
-            .all(|c| (c.base.decision.as_str(), c.new.decision.as_str())
-                == ("delivered", "suppressed"))
-    );
+    assert!(found.changed_decision.to_vec().unwrap().iter().all(|c| (
+        c.base.decision.as_str(),
+        c.new.decision.as_str()
+    ) == (
+        "delivered",
+        "suppressed"
+    )));
     for (format, format_name) in FORMATS {
         insta::assert_snapshot!(format!("diff_{format_name}"), diff::render(&found, format));
     }

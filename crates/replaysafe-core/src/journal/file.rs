@@ -46,19 +46,39 @@ impl JsonlOptions {
     }
 
     /// Opens `path` for appending, creating it and its parent folders.
+    ///
+    /// A path that names something other than a regular file (`/dev/null`, `/dev/full`,
+    /// a FIFO, a socket, a folder), directly or through a symbolic link, is refused before
+    /// it is opened: a journal that keeps nothing is not a journal.
+    /// [`JournalError::is_not_a_regular_file`] tells that case apart.
     pub fn open(self, path: impl AsRef<Path>) -> Result<JsonlJournal, JournalError> {
         let path = path.as_ref().to_path_buf();
         let shown = path.display().to_string();
-        let error = |source| JournalError::io(&shown, source);
+        let error = |source| JournalError::opening(&shown, source);
+        // Looked at before opening: opening a FIFO or a device may block or act on it.
+        match std::fs::metadata(&path) {
+            Ok(metadata) => refuse_unless_regular(metadata.file_type()).map_err(error)?,
+            Err(missing) if missing.kind() == std::io::ErrorKind::NotFound => {}
+            Err(other) => return Err(error(other)),
+        }
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
         if let Some(parent) = parent {
             std::fs::create_dir_all(parent).map_err(error)?;
         }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(error)?;
+        // Read access lets each write look at the file's last byte first; a journal the
+        // process may only append to is still opened, and then every record starts with
+        // a newline, since nothing tells whether the file ends in one.
+        let mut options = OpenOptions::new();
+        options.create(true).append(true);
+        let (file, readable) = match options.clone().read(true).open(&path) {
+            Ok(file) => (file, true),
+            Err(denied) if denied.kind() == std::io::ErrorKind::PermissionDenied => {
+                (options.open(&path).map_err(error)?, false)
+            }
+            Err(other) => return Err(error(other)),
+        };
+        // And on what was opened, in case the path changed in between.
+        refuse_unless_regular(file.metadata().map_err(error)?.file_type()).map_err(error)?;
         if self.durability == Durability::Fsync {
             // The file's entry in its folder must survive a power loss too.
             file.sync_all().map_err(error)?;
@@ -66,19 +86,68 @@ impl JsonlOptions {
                 .and_then(|folder| folder.sync_all())
                 .map_err(error)?;
         }
+        let mut bytes = Vec::with_capacity(if self.durability == Durability::Buffered {
+            BUFFER_BYTES + 1
+        } else {
+            1024
+        });
+        bytes.push(b'\n');
         Ok(JsonlJournal {
             path,
             durability: self.durability,
             state: Mutex::new(State {
-                file,
-                bytes: Vec::with_capacity(if self.durability == Durability::Buffered {
-                    BUFFER_BYTES
-                } else {
-                    1024
-                }),
+                writer: Writer {
+                    file,
+                    readable,
+                    end: None,
+                },
+                bytes,
             }),
         })
     }
+}
+
+/// Why a journal path was refused: it names something that is not a regular file.
+#[derive(Debug, thiserror::Error)]
+#[error("it is {what}, not a regular file: a journal must be a file that keeps every record")]
+pub(super) struct NotARegularFile {
+    what: &'static str,
+}
+
+fn refuse_unless_regular(file_type: std::fs::FileType) -> std::io::Result<()> {
+    if file_type.is_file() {
+        return Ok(());
+    }
+    let what = if file_type.is_dir() {
+        "a folder"
+    } else {
+        special_file(file_type)
+    };
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        NotARegularFile { what },
+    ))
+}
+
+#[cfg(unix)]
+fn special_file(file_type: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else {
+        "a special file"
+    }
+}
+
+#[cfg(not(unix))]
+fn special_file(_file_type: std::fs::FileType) -> &'static str {
+    "a special file"
 }
 
 /// A JSON Lines file journal, opened for appending (`O_APPEND`).
@@ -94,12 +163,26 @@ impl JsonlOptions {
 /// whole, and lines never interleave. A writer in this process waits for the others
 /// (backpressure) rather than drop a record.
 ///
+/// **Every record starts on a line of its own**, whatever the file ends with. A write
+/// can be cut short (a full disk, a file-size limit) and leave part of a line with no
+/// newline at the end of the file, written by this process or by any other. So before
+/// each write the journal takes an exclusive advisory lock on the file (`flock`), looks
+/// at how the file ends (its length; its last byte unless the length is what this
+/// journal's own last write left), and starts the write with a newline when the last byte
+/// is not one; the lock keeps another replaysafe writer from leaving a fragment between
+/// the look and the write. The fragment stays in the file as a line of its own that readers name as
+/// invalid, and the record after it reads whole. See `docs/adr/0011-fresh-lines.md`.
+///
+/// Only regular files are journals: [`JsonlJournal::open`] refuses `/dev/null`, devices,
+/// FIFOs and sockets.
+///
 /// ```
 /// use replaysafe_core::journal::{Durability, JsonlJournal};
 /// # let dir = std::env::temp_dir().join(format!("replaysafe-doc-{}", std::process::id()));
 /// let durable = JsonlJournal::open(dir.join("journal.jsonl"))?;
 /// let power_safe = JsonlJournal::options().durability(Durability::Fsync).open(dir.join("audit.jsonl"))?;
 /// assert_eq!(durable.durability(), Durability::OsWrite);
+/// assert!(JsonlJournal::open("/dev/null").unwrap_err().is_not_a_regular_file());
 /// # drop((durable, power_safe)); std::fs::remove_dir_all(dir).unwrap();
 /// # Ok::<(), replaysafe_core::journal::JournalError>(())
 /// ```
@@ -110,9 +193,65 @@ pub struct JsonlJournal {
 }
 
 struct State {
-    file: File,
-    /// The line being written, or the buffered lines under [`Durability::Buffered`].
+    writer: Writer,
+    /// A newline, then the line being written, or the lines buffered under
+    /// [`Durability::Buffered`]. The newline is written only when the file does not end
+    /// with one.
     bytes: Vec<u8>,
+}
+
+/// The file, and what this journal knows of how it ends.
+struct Writer {
+    file: File,
+    /// Whether the file could be opened for reading, to look at its last byte.
+    readable: bool,
+    /// The file's length after this journal's last write, when that write was whole and
+    /// made under the lock: while the length is still that, the file ends with a newline.
+    end: Option<u64>,
+}
+
+impl Writer {
+    /// Appends `lines` (a newline, then whole lines) in one `write`, leaving out the
+    /// first newline when the file ends with one.
+    fn write_lines(&mut self, lines: &[u8]) -> std::io::Result<()> {
+        // Without the lock the look and the write still run back to back; with it no
+        // other replaysafe writer can leave a fragment in between, and the file's length
+        // after the write is known.
+        let locked = self.file.lock().is_ok();
+        let length = self.file.metadata().map(|metadata| metadata.len()).ok();
+        let fresh = match length {
+            Some(0) => true,
+            // The file is as this journal's last write left it: it ends with that newline.
+            Some(length) if locked && Some(length) == self.end => true,
+            Some(length) if self.readable => last_byte(&self.file, length - 1) == Some(b'\n'),
+            _ => false,
+        };
+        let start = usize::from(fresh);
+        let written = (&self.file).write_all(&lines[start..]);
+        self.end = match (&written, length) {
+            (Ok(()), Some(length)) if locked => Some(length + (lines.len() - start) as u64),
+            _ => None,
+        };
+        if locked {
+            let _ = self.file.unlock();
+        }
+        written
+    }
+}
+
+#[cfg(unix)]
+fn last_byte(file: &File, offset: u64) -> Option<u8> {
+    use std::os::unix::fs::FileExt;
+    let mut byte = [0];
+    match file.read_at(&mut byte, offset) {
+        Ok(1) => Some(byte[0]),
+        _ => None,
+    }
+}
+
+#[cfg(not(unix))]
+fn last_byte(_file: &File, _offset: u64) -> Option<u8> {
+    None
 }
 
 impl std::fmt::Debug for JsonlJournal {
@@ -125,7 +264,8 @@ impl std::fmt::Debug for JsonlJournal {
 }
 
 impl JsonlJournal {
-    /// Opens `path` for appending with [`Durability::OsWrite`], creating it and its parent folders.
+    /// Opens `path` for appending with [`Durability::OsWrite`], creating it and its parent
+    /// folders; a path that is not a regular file is refused (see [`JsonlOptions::open`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, JournalError> {
         JsonlOptions::default().open(path)
     }
@@ -145,8 +285,8 @@ impl JsonlJournal {
         self.durability
     }
 
-    fn error(&self, source: std::io::Error) -> JournalError {
-        JournalError::io(self.path.display().to_string(), source)
+    fn shown(&self) -> String {
+        self.path.display().to_string()
     }
 }
 
@@ -156,42 +296,43 @@ impl Journal for JsonlJournal {
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let State { file, bytes } = &mut *state;
+        let State { writer, bytes } = &mut *state;
         if self.durability == Durability::Buffered {
             let before = bytes.len();
             entry.write_json(bytes);
             bytes.push(b'\n');
-            if bytes.len() < BUFFER_BYTES {
+            if bytes.len() <= BUFFER_BYTES {
                 return Ok(());
             }
             // Write whole lines only: the new line goes first when it alone overflows.
-            let result = if before > 0 {
-                file.write_all(&bytes[..before])
+            let result = if before > 1 {
+                writer.write_lines(&bytes[..before])
             } else {
                 Ok(())
             };
             let result = result.and_then(|()| {
-                bytes.drain(..before);
-                if bytes.len() >= BUFFER_BYTES {
-                    let written = file.write_all(bytes);
-                    bytes.clear();
+                bytes.drain(1..before);
+                if bytes.len() > BUFFER_BYTES {
+                    let written = writer.write_lines(bytes);
+                    bytes.truncate(1);
                     written
                 } else {
                     Ok(())
                 }
             });
             if result.is_err() {
-                bytes.clear();
+                bytes.truncate(1);
             }
-            return result.map_err(|e| self.error(e));
+            return result.map_err(|e| JournalError::writing(self.shown(), e));
         }
-        bytes.clear();
+        bytes.truncate(1);
         entry.write_json(bytes);
         bytes.push(b'\n');
+        let error = |e| JournalError::writing_record(self.shown(), entry, e);
         // One write of the whole line: O_APPEND makes the kernel place it at the end, whole.
-        file.write_all(bytes).map_err(|e| self.error(e))?;
+        writer.write_lines(bytes).map_err(error)?;
         if self.durability == Durability::Fsync {
-            file.sync_data().map_err(|e| self.error(e))?;
+            writer.file.sync_data().map_err(error)?;
         }
         Ok(())
     }
@@ -204,13 +345,13 @@ impl Journal for JsonlJournal {
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let State { file, bytes } = &mut *state;
-        if bytes.is_empty() {
+        let State { writer, bytes } = &mut *state;
+        if bytes.len() <= 1 {
             return Ok(());
         }
-        let written = file.write_all(bytes);
-        bytes.clear();
-        written.map_err(|e| self.error(e))
+        let written = writer.write_lines(bytes);
+        bytes.truncate(1);
+        written.map_err(|e| JournalError::writing(self.shown(), e))
     }
 }
 

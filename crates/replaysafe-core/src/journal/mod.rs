@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 pub use entry::{EntryReasons, EntryTime, JournalEntry};
 pub use file::{Durability, JsonlJournal, JsonlOptions};
-pub use reader::{JournalReader, MAX_LINE_BYTES, ReadError};
+pub use reader::{JournalReader, MAX_LINE_BYTES, ReadError, provably_not_attempting};
 pub use sinks::{MemoryJournal, NoopJournal, TracingJournal};
 
 use crate::OptIn;
@@ -82,21 +82,109 @@ impl<A: Journal, B: Journal> Journal for (A, B) {
     }
 }
 
-/// A journal could not be written.
+/// A journal could not be opened or written.
+///
+/// Its message names the journal's path and what was being done: opening it, or writing
+/// the record of which decision about which idempotency key. The operating system's error
+/// is its [`source`](std::error::Error::source).
 #[derive(Debug, thiserror::Error)]
-#[error("writing journal {path}")]
+#[error("{}", self.doing())]
 pub struct JournalError {
     path: String,
+    step: JournalStep,
     #[source]
     source: std::io::Error,
 }
 
+/// What a journal was doing when it failed.
+#[derive(Debug)]
+enum JournalStep {
+    Opening,
+    /// Writing records collected earlier (a buffer, or a flush).
+    Writing,
+    /// Writing the record of one decision about one effect.
+    WritingRecord {
+        decision: JournalDecision,
+        key: String,
+    },
+}
+
 impl JournalError {
-    pub(crate) fn io(path: impl Into<String>, source: std::io::Error) -> Self {
+    pub(crate) fn opening(path: impl Into<String>, source: std::io::Error) -> Self {
         JournalError {
             path: path.into(),
+            step: JournalStep::Opening,
             source,
         }
+    }
+
+    pub(crate) fn writing(path: impl Into<String>, source: std::io::Error) -> Self {
+        JournalError {
+            path: path.into(),
+            step: JournalStep::Writing,
+            source,
+        }
+    }
+
+    pub(crate) fn writing_record(
+        path: impl Into<String>,
+        entry: &JournalEntry<'_>,
+        source: std::io::Error,
+    ) -> Self {
+        JournalError {
+            path: path.into(),
+            step: JournalStep::WritingRecord {
+                decision: entry.decision,
+                key: entry.idempotency_key.to_owned(),
+            },
+            source,
+        }
+    }
+
+    fn doing(&self) -> String {
+        let path = &self.path;
+        match &self.step {
+            JournalStep::Opening => format!("opening journal {path}"),
+            JournalStep::Writing => format!("writing journal {path}"),
+            JournalStep::WritingRecord { decision, key } => format!(
+                "writing the {} record of effect {key} to journal {path}",
+                decision.as_str()
+            ),
+        }
+    }
+
+    /// The journal's path, as given.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The decision whose record could not be written, when one record was being
+    /// written: `attempting` means the attempt was not made; `delivered` or `failed` means
+    /// the attempt was made and the journal lacks its outcome (the effect is in doubt there).
+    pub fn decision(&self) -> Option<JournalDecision> {
+        match &self.step {
+            JournalStep::WritingRecord { decision, .. } => Some(*decision),
+            _ => None,
+        }
+    }
+
+    /// The idempotency key of the effect whose record could not be written, when one
+    /// record was being written.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        match &self.step {
+            JournalStep::WritingRecord { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+
+    /// Whether the journal was refused because its path is not a regular file (a device
+    /// such as `/dev/null`, a FIFO, a socket, a folder): a journal must keep its records.
+    pub fn is_not_a_regular_file(&self) -> bool {
+        matches!(self.step, JournalStep::Opening)
+            && self
+                .source
+                .get_ref()
+                .is_some_and(|inner| inner.is::<file::NotARegularFile>())
     }
 }
 

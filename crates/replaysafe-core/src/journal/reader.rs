@@ -95,6 +95,12 @@ pub struct JournalReader<R> {
     name: String,
     line_number: u64,
     buffer: Vec<u8>,
+    /// Whether the last line was longer than the limit (and so is not in `buffer`).
+    too_long: bool,
+    /// Bytes of the input read so far.
+    consumed: u64,
+    /// Where the last line read begins in the input.
+    line_start: u64,
 }
 
 impl JournalReader<BufReader<File>> {
@@ -130,6 +136,9 @@ impl<R: BufRead> JournalReader<R> {
             name: name.into(),
             line_number: 0,
             buffer: Vec::new(),
+            too_long: false,
+            consumed: 0,
+            line_start: 0,
         }
     }
 
@@ -138,9 +147,25 @@ impl<R: BufRead> JournalReader<R> {
         self.line_number
     }
 
+    /// Where the last line read begins: its offset in bytes from the start of the input.
+    /// A reader that keeps only offsets can read a line again from a file (`pread`).
+    pub fn line_offset(&self) -> u64 {
+        self.line_start
+    }
+
+    /// The bytes of the last line read, without its newline; `None` before the first
+    /// line and after a line longer than [`MAX_LINE_BYTES`], whose bytes are not kept.
+    ///
+    /// After an error about a line, this is the line: [`provably_not_attempting`] tells
+    /// whether it could be an `attempting` record cut short.
+    pub fn last_line(&self) -> Option<&[u8]> {
+        (self.line_number > 0 && !self.too_long).then_some(self.buffer.as_slice())
+    }
+
     /// Reads the next line into the buffer, holding at most [`MAX_LINE_BYTES`] of it.
     fn read_line(&mut self) -> std::io::Result<Line> {
         self.buffer.clear();
+        self.line_start = self.consumed;
         let mut seen = false;
         let mut too_long = false;
         loop {
@@ -167,10 +192,12 @@ impl<R: BufRead> JournalReader<R> {
                 }
             }
             self.input.consume(take);
+            self.consumed += take as u64;
             if ends {
                 break;
             }
         }
+        self.too_long = too_long;
         Ok(match (seen, too_long) {
             (false, _) => Line::End,
             (true, true) => Line::TooLong,
@@ -246,4 +273,54 @@ impl<R: BufRead> Iterator for JournalReader<R> {
             }
         }
     }
+}
+
+/// Whether a journal line that is not a valid record is provably **not** an `attempting`
+/// record, so that a reader skipping it cannot be hiding a delivery in doubt.
+///
+/// Only one kind of line proves it: the whole line is one JSON object (nothing before
+/// or after it), and it has a top-level `decision` field whose value is a string other
+/// than `attempting` (escapes decoded; when the field appears more than once, every
+/// occurrence must be such a string). Such a line is whole, so it is no record cut short,
+/// and whatever made it invalid (a missing field, a malformed time), it says it is not
+/// an attempt.
+///
+/// Everything else may be an `attempting` record damaged: part of a line cut short by a
+/// full disk or a file-size limit (a prefix of a record never parses), text that is not
+/// JSON, bytes that are not UTF-8, several records run together on one line, an object
+/// with no `decision`, or with one that is not a string. A line that merely *contains*
+/// `"decision":"suppressed"` proves nothing: an `attempting` record cut short and a whole
+/// record appended to it by an older writer make such a line.
+pub fn provably_not_attempting(line: &[u8]) -> bool {
+    struct Decisions;
+
+    impl<'de> serde::de::Visitor<'de> for Decisions {
+        type Value = bool;
+
+        fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            formatter.write_str("a journal record")
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+            let mut other_decision = false;
+            let mut maybe_attempting = false;
+            while let Some(field) = map.next_key::<String>()? {
+                if field != "decision" {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    continue;
+                }
+                match map.next_value::<serde_json::Value>()? {
+                    serde_json::Value::String(decision) if decision != "attempting" => {
+                        other_decision = true;
+                    }
+                    _ => maybe_attempting = true,
+                }
+            }
+            Ok(other_decision && !maybe_attempting)
+        }
+    }
+
+    let mut deserializer = serde_json::Deserializer::from_slice(line);
+    let verdict = serde::Deserializer::deserialize_map(&mut deserializer, Decisions);
+    matches!(verdict, Ok(true)) && deserializer.end().is_ok()
 }

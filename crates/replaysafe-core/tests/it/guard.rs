@@ -408,30 +408,6 @@ fn layer_shares_journal_and_policy() {
     assert_eq!(a.retry_policy().max_attempts(), 1);
 }
 
-#[tokio::test]
-async fn an_unwritable_journal_sends_nothing() {
-    let mut mock = MockEffectClient::describing();
-    mock.expect_deliver_effect().times(0);
-    // /dev/full accepts the open and fails every write with "no space left on device".
-    let guard = Guard::new(mock, JsonlJournal::open("/dev/full").unwrap());
-    let err = guard.send(&contexts::live(), &effect()).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            SendError::Journal {
-                delivered: false,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    let chain = replaysafe_core::error_chain(&err);
-    assert!(
-        chain.starts_with("journaling an effect that was not delivered: writing journal /dev/full"),
-        "{chain}"
-    );
-}
-
 /// Reads the journal file at each delivery attempt: what had reached the OS by then.
 #[derive(Debug)]
 struct JournalPeek {

@@ -2,6 +2,7 @@
 
 mod approval;
 mod env;
+mod fragments;
 mod gate;
 mod guard;
 mod journal;
