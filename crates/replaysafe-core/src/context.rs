@@ -49,6 +49,12 @@ struct Inner {
     conflict: Option<String>,
 }
 
+/// What to set when a run has no data window: the note journaled with every effect such a
+/// run suppresses (`unknown_window`), and the line `replaysafe send` prints.
+pub const NO_WINDOW_NOTE: &str = "no data window: set REPLAYSAFE_WINDOW_START and REPLAYSAFE_WINDOW_END \
+    (RFC 3339; equal for an instant), or run under an orchestrator that exports one \
+    (AIRFLOW_CTX_LOGICAL_DATE; REPLAYSAFE_UPSTREAM, which the replaysafe.airflow hook exports, for an asset-triggered run)";
+
 /// A name people read and the journal records: non-empty, without control characters or
 /// bidirectional overrides. The error names `field`.
 pub(crate) fn checked_name(field: &'static str, value: String) -> Result<String, Error> {
@@ -201,7 +207,7 @@ impl ReplayContext {
     /// Why the run has no window and what to set, when it has none; the journal records it
     /// as the note of every effect it suppresses.
     pub fn window_note(&self) -> Option<&'static str> {
-        (!self.inner.window_known).then_some(crate::env::NO_WINDOW)
+        (!self.inner.window_known).then_some(NO_WINDOW_NOTE)
     }
 
     /// The runs that caused this one (`REPLAYSAFE_UPSTREAM`), if any.

@@ -85,12 +85,6 @@ pub mod vars {
 
 use vars::*;
 
-/// What to set when a run has no data window: the note journaled with every effect such a
-/// run suppresses (`unknown_window`), and the line `replaysafe send` prints.
-pub const NO_WINDOW: &str = "no data window: set REPLAYSAFE_WINDOW_START and REPLAYSAFE_WINDOW_END \
-    (RFC 3339; equal for an instant), or run under an orchestrator that exports one \
-    (AIRFLOW_CTX_LOGICAL_DATE; REPLAYSAFE_UPSTREAM, which the replaysafe.airflow hook exports, for an asset-triggered run)";
-
 /// Variables whose being set turns a check on: set but blank, they are an error naming
 /// them rather than unset, which would turn the check off without a word.
 const SET_TURNS_A_CHECK_ON: [&str; 1] = [TRUSTED_APPROVERS];

@@ -108,7 +108,7 @@ mod window;
 pub use approval::{ApproverKey, TrustedApprovers};
 pub use client::{Classify, Delivery, EffectClient};
 pub use clock::{Clock, FixedClock, SystemClock};
-pub use context::{ReplayContext, ReplayContextBuilder};
+pub use context::{NO_WINDOW_NOTE, ReplayContext, ReplayContextBuilder};
 pub use effect::{EffectDescription, EffectKind, PayloadDigest, RedactionPolicy, TargetRedaction};
 pub use error::{Error, error_chain};
 pub use gate::{Decision, Reason};

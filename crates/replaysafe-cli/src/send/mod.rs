@@ -327,7 +327,7 @@ fn announce<R, E: std::error::Error + Classify + 'static>(
                 .reasons
                 .contains(&replaysafe_core::Reason::UnknownWindow)
             {
-                format!("; {}", replaysafe_core::env::NO_WINDOW)
+                format!("; {}", replaysafe_core::NO_WINDOW_NOTE)
             } else {
                 String::new()
             };
