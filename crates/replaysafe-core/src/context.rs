@@ -577,7 +577,8 @@ impl ReplayContextBuilder {
     }
 
     /// Records that the sources of this context disagreed; every effect is then suppressed.
-    pub fn conflict(mut self, description: impl Into<String>) -> Self {
+    /// Resolution from the environment and [`crate::StoredContext::restore`] set it.
+    pub(crate) fn conflict(mut self, description: impl Into<String>) -> Self {
         self.conflict = Some(description.into());
         self
     }

@@ -102,6 +102,7 @@ mod policy;
 mod record;
 mod retry;
 mod run;
+mod stored;
 mod var_name;
 mod window;
 
@@ -120,6 +121,7 @@ pub use policy::{DEFAULT_CLOCK_SKEW, Mode, OptIn, RecencyPolicy, parse_duration}
 pub use record::{EffectRecord, Step};
 pub use retry::RetryPolicy;
 pub use run::{RunId, RunKind};
+pub use stored::StoredContext;
 pub use var_name::{EnvVarName, login};
 pub use window::{Window, Windows};
 

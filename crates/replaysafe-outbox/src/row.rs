@@ -5,10 +5,10 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use replaysafe_core::{
-    Clock, EffectClient, EffectKind, EffectRecord, Mode, OptIn, Preview, RecencyPolicy,
-    ReplayContext, RunKind, SendError, Step, TrustedApprovers, Window, rfc3339,
+    Clock, EffectClient, EffectKind, EffectRecord, Preview, ReplayContext, SendError, Step,
+    StoredContext, TrustedApprovers,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -84,142 +84,22 @@ pub(crate) fn from_millis(ms: i64) -> DateTime<Utc> {
 }
 
 /// The context a row was staged under: everything the gate needs to decide again at
-/// delivery, so that a worker's own environment cannot make the row look current.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct RowContext {
-    pub(crate) pipeline: String,
-    pub(crate) run_id: String,
-    pub(crate) run_kind: String,
-    pub(crate) replay_flag: Option<bool>,
-    pub(crate) backfill_id: Option<String>,
-    pub(crate) window_start: String,
-    pub(crate) window_end: String,
-    pub(crate) logical_date: Option<String>,
-    pub(crate) run_interval_start: Option<String>,
-    pub(crate) run_interval_end: Option<String>,
-    pub(crate) mode: String,
-    pub(crate) conflict: Option<String>,
-    pub(crate) max_age_ms: i64,
-    pub(crate) clock_skew_ms: i64,
-    /// The whole approval document (a `replaysafe-opt-in/1` file, signature included)
-    /// that lifted the gate at staging or that an operator gave; checked again at delivery.
-    pub(crate) opt_in: Option<String>,
-}
+/// delivery ([`StoredContext`], one field a column), so that a worker's own environment
+/// cannot make the row look current.
+pub(crate) type RowContext = StoredContext;
 
-fn parse_time(key: &str, field: &'static str, text: &str) -> Result<DateTime<Utc>, OutboxError> {
-    DateTime::parse_from_rfc3339(text)
-        .map(|time| time.with_timezone(&Utc))
-        .map_err(|error| OutboxError::corrupt(key, field, error))
-}
-
-impl RowContext {
-    fn of(
-        cx: &ReplayContext,
-        kind: &EffectKind,
-        opt_in: Option<&OptIn>,
-        route: &str,
-    ) -> Result<Self, OutboxError> {
-        let opt_in = opt_in
-            .map(|opt_in| {
-                opt_in
-                    .to_file_json()
-                    .map_err(|error| OutboxError::InvalidEffect {
-                        route: route.to_owned(),
-                        source: Box::new(UnstorableOptIn(error)),
-                    })
-            })
-            .transpose()?;
-        let window = cx.window();
-        Ok(RowContext {
-            pipeline: cx.pipeline().to_owned(),
-            run_id: cx.run_id().as_str().to_owned(),
-            run_kind: cx.run_kind().as_str().to_owned(),
-            replay_flag: cx.replay_flag(),
-            backfill_id: cx.backfill_id().map(str::to_owned),
-            window_start: rfc3339(window.start()),
-            window_end: rfc3339(window.end()),
-            logical_date: cx.logical_date().map(rfc3339),
-            run_interval_start: cx.run_interval().map(|w| rfc3339(w.start())),
-            run_interval_end: cx.run_interval().map(|w| rfc3339(w.end())),
-            mode: cx.mode().as_str().to_owned(),
-            conflict: cx.conflict().map(|note| note.into_owned()),
-            max_age_ms: cx.recency().max_age(kind).num_milliseconds(),
-            clock_skew_ms: cx.recency().clock_skew().num_milliseconds(),
-            opt_in,
-        })
-    }
-
-    /// Rebuilds the row's context, reading time from `clock`. Only the clock and the
-    /// trusted approvers come from the worker; run kind, flags, window, recency and the
-    /// approval document all come from the row, and the document is checked as `send`
-    /// checks an opt-in file: its signature against `trusted` when given, its scope
-    /// (pipeline, backfill or run-id pattern, kinds, targets) and its expiry by the gate.
-    pub(crate) fn to_context(
-        &self,
-        key: &str,
-        kind: &EffectKind,
-        clock: Arc<dyn Clock>,
-        trusted: Option<&TrustedApprovers>,
-    ) -> Result<ReplayContext, OutboxError> {
-        let corrupt = |field: &'static str| {
-            move |error: replaysafe_core::Error| OutboxError::corrupt(key, field, error)
-        };
-        let window = Window::from_bounds(
-            parse_time(key, "window_start", &self.window_start)?,
-            parse_time(key, "window_end", &self.window_end)?,
-        )
-        .map_err(corrupt("window_end"))?;
-        let recency = RecencyPolicy::default()
-            .with_max_age(kind.clone(), TimeDelta::milliseconds(self.max_age_ms))
-            .map_err(corrupt("max_age_ms"))?
-            .with_clock_skew(TimeDelta::milliseconds(self.clock_skew_ms))
-            .map_err(corrupt("clock_skew_ms"))?;
-        let mut builder = ReplayContext::builder()
-            .pipeline(&self.pipeline)
-            .run_id(&self.run_id)
-            .run_kind(RunKind::from_str(&self.run_kind).map_err(corrupt("run_kind"))?)
-            .window(window)
-            .mode(Mode::from_str(&self.mode).map_err(corrupt("mode"))?)
-            .recency(recency)
-            .clock(clock);
-        if let Some(flag) = self.replay_flag {
-            builder = builder.replay_flag(flag);
-        }
-        if let Some(id) = &self.backfill_id {
-            builder = builder.backfill_id(id);
-        }
-        if let Some(logical) = &self.logical_date {
-            builder = builder.logical_date(parse_time(key, "logical_date", logical)?);
-        }
-        match (&self.run_interval_start, &self.run_interval_end) {
-            (Some(start), Some(end)) => {
-                let interval = Window::from_bounds(
-                    parse_time(key, "run_interval_start", start)?,
-                    parse_time(key, "run_interval_end", end)?,
-                )
-                .map_err(corrupt("run_interval_end"))?;
-                builder = builder.run_interval(interval);
-            }
-            (None, None) => {}
-            _ => {
-                return Err(OutboxError::corrupt(
-                    key,
-                    "run_interval_end",
-                    "run_interval_start and run_interval_end are set together or not at all",
-                ));
-            }
-        }
-        if let Some(note) = &self.conflict {
-            builder = builder.conflict(note);
-        }
-        if let Some(document) = &self.opt_in {
-            builder = builder.opt_in(OptIn::from_file_json(document).map_err(corrupt("opt_in"))?);
-        }
-        if let Some(trusted) = trusted {
-            builder = builder.trusted_approvers(trusted.clone());
-        }
-        builder.build().map_err(corrupt("pipeline"))
-    }
+/// Rebuilds a row's context: only the clock and the trusted approvers are the worker's;
+/// the approval document is checked again by the gate as `send` checks an opt-in file.
+pub(crate) fn row_context(
+    context: &RowContext,
+    key: &str,
+    kind: &EffectKind,
+    clock: Arc<dyn Clock>,
+    trusted: Option<&TrustedApprovers>,
+) -> Result<ReplayContext, OutboxError> {
+    context
+        .restore(kind, clock, trusted)
+        .map_err(|error| OutboxError::corrupt(key, "context", error))
 }
 
 /// A row ready to be upserted: the product of the gate at staging.
@@ -314,7 +194,12 @@ where
         Status::Suppressed
     };
     let opt_in = decision.opt_in().filter(|_| decision.delivers());
-    let context = RowContext::of(cx, description.kind(), opt_in, route.name())?;
+    let context =
+        cx.store(description.kind(), opt_in)
+            .map_err(|error| OutboxError::InvalidEffect {
+                route: route.name().to_owned(),
+                source: Box::new(UnstorableOptIn(error)),
+            })?;
     let reasons: Vec<String> = decision
         .reasons()
         .iter()

@@ -555,7 +555,8 @@ impl Worker {
                 return Attempt::refused("unreadable_row", crate::route::short_error(&error));
             }
         };
-        let cx = match row.context.to_context(
+        let cx = match crate::row::row_context(
+            &row.context,
             &row.key,
             &kind,
             Arc::clone(&self.clock),

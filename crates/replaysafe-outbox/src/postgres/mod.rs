@@ -57,8 +57,8 @@ fn sql(operation: &'static str) -> impl FnOnce(tokio_postgres::Error) -> OutboxE
 }
 
 /// The staging upsert, with the same rules as SQLite's
-/// ([`crate::sqlite::STAGE_SQL`]), in PostgreSQL's parameters `$1` to `$28` (the
-/// columns in the order they are listed; `$28` is now, in milliseconds since the Unix
+/// ([`crate::sqlite::STAGE_SQL`]), in PostgreSQL's parameters `$1` to `$30` (the
+/// columns in the order they are listed; `$30` is now, in milliseconds since the Unix
 /// epoch). `docs/reference/outbox.md` shows it run from Python.
 ///
 /// - a restaging never adds a row (the key is the primary key);
@@ -73,16 +73,16 @@ pub const STAGE_SQL: &str = "INSERT INTO replaysafe_outbox AS o (
     idempotency_key, route, pipeline, effect_kind, message_type, target,
     window_start, window_end, run_id, run_kind, replay_flag, backfill_id,
     logical_date, run_interval_start, run_interval_end, mode, conflict,
-    max_age_ms, clock_skew_ms, opt_in,
+    max_age_ms, clock_skew_ms, opt_in, window_known, upstream,
     effect, payload_sha256, payload_bytes, summary, source_version, status, reasons,
     next_attempt_at_ms, staged_at_ms, updated_at_ms)
 VALUES (
     $1, $2, $3, $4, $5, $6,
     $7, $8, $9, $10, $11, $12,
     $13, $14, $15, $16, $17,
-    $18, $19, $20,
-    $21, $22, $23, $24, $25, $26, $27,
-    $28, $28, $28)
+    $18, $19, $20, $21, $22,
+    $23, $24, $25, $26, $27, $28, $29,
+    $30, $30, $30)
 ON CONFLICT (idempotency_key) DO UPDATE SET
     route = excluded.route,
     target = excluded.target,
@@ -107,7 +107,9 @@ ON CONFLICT (idempotency_key) DO UPDATE SET
     conflict = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.conflict ELSE o.conflict END,
     max_age_ms = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.max_age_ms ELSE o.max_age_ms END,
     clock_skew_ms = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.clock_skew_ms ELSE o.clock_skew_ms END,
-    opt_in = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in ELSE o.opt_in END
+    opt_in = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in ELSE o.opt_in END,
+    window_known = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.window_known ELSE o.window_known END,
+    upstream = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.upstream ELSE o.upstream END
 WHERE excluded.source_version >= o.source_version
   AND (excluded.source_version > o.source_version
     OR excluded.effect <> o.effect
@@ -115,7 +117,7 @@ WHERE excluded.source_version >= o.source_version
 
 /// The parameter types of [`STAGE_SQL`], given with the statement so that a staging is
 /// one round trip.
-pub const STAGE_TYPES: [Type; 28] = [
+pub const STAGE_TYPES: [Type; 30] = [
     Type::TEXT,
     Type::TEXT,
     Type::TEXT,
@@ -135,6 +137,8 @@ pub const STAGE_TYPES: [Type; 28] = [
     Type::TEXT,
     Type::INT8,
     Type::INT8,
+    Type::TEXT,
+    Type::BOOL,
     Type::TEXT,
     Type::TEXT,
     Type::TEXT,
@@ -267,7 +271,7 @@ impl Stager {
 }
 
 /// The parameters of [`STAGE_SQL`] for `row`, in order.
-fn values<'a>(row: &'a StagedRow, status: &'a &'static str) -> [&'a (dyn ToSql + Sync); 28] {
+fn values<'a>(row: &'a StagedRow, status: &'a &'static str) -> [&'a (dyn ToSql + Sync); 30] {
     let cx = &row.context;
     [
         &row.key,
@@ -290,6 +294,8 @@ fn values<'a>(row: &'a StagedRow, status: &'a &'static str) -> [&'a (dyn ToSql +
         &cx.max_age_ms,
         &cx.clock_skew_ms,
         &cx.opt_in,
+        &cx.window_known,
+        &cx.upstream,
         &row.effect,
         &row.payload_sha256,
         &row.payload_bytes,
@@ -600,7 +606,7 @@ claimed AS (
         o.run_kind, o.replay_flag, o.backfill_id, o.window_start, o.window_end, o.logical_date,
         o.run_interval_start, o.run_interval_end, o.mode, o.conflict, o.max_age_ms,
         o.clock_skew_ms, o.opt_in, o.effect, o.payload_sha256, o.attempts, o.message_type,
-        o.target, o.summary, o.payload_bytes),
+        o.target, o.summary, o.payload_bytes, o.window_known, o.upstream),
 counted AS (
     UPDATE replaysafe_outbox_counters
     SET value = value + (SELECT count(*) FROM claimed WHERE reclaimed)
@@ -617,7 +623,7 @@ pub const CLAIM_SCAN_SQL: &str = "SELECT idempotency_key FROM replaysafe_outbox
 const ROW_COLUMNS: &str = "idempotency_key, route, effect_kind, pipeline, run_id, run_kind, \
     replay_flag, backfill_id, window_start, window_end, logical_date, run_interval_start, \
     run_interval_end, mode, conflict, max_age_ms, clock_skew_ms, opt_in, effect, \
-    payload_sha256, attempts, message_type, target, summary, payload_bytes";
+    payload_sha256, attempts, message_type, target, summary, payload_bytes, window_known, upstream";
 
 fn claimed_row(row: &Row, token: &str) -> Result<ClaimedRow, OutboxError> {
     let key: String = row.try_get(1).map_err(sql("reading a claimed row"))?;
@@ -643,6 +649,8 @@ fn claimed_row(row: &Row, token: &str) -> Result<ClaimedRow, OutboxError> {
             max_age_ms: row.try_get(16).map_err(read)?,
             clock_skew_ms: row.try_get(17).map_err(read)?,
             opt_in: row.try_get(18).map_err(read)?,
+            window_known: row.try_get(26).map_err(read)?,
+            upstream: row.try_get(27).map_err(read)?,
         },
         effect: row.try_get(19).map_err(read)?,
         payload_sha256: row.try_get(20).map_err(read)?,

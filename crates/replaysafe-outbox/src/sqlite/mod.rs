@@ -69,14 +69,14 @@ pub const STAGE_SQL: &str = "INSERT INTO replaysafe_outbox (
     idempotency_key, route, pipeline, effect_kind, message_type, target,
     window_start, window_end, run_id, run_kind, replay_flag, backfill_id,
     logical_date, run_interval_start, run_interval_end, mode, conflict,
-    max_age_ms, clock_skew_ms, opt_in,
+    max_age_ms, clock_skew_ms, opt_in, window_known, upstream,
     effect, payload_sha256, payload_bytes, summary, source_version, status, reasons,
     next_attempt_at_ms, staged_at_ms, updated_at_ms)
 VALUES (
     :idempotency_key, :route, :pipeline, :effect_kind, :message_type, :target,
     :window_start, :window_end, :run_id, :run_kind, :replay_flag, :backfill_id,
     :logical_date, :run_interval_start, :run_interval_end, :mode, :conflict,
-    :max_age_ms, :clock_skew_ms, :opt_in,
+    :max_age_ms, :clock_skew_ms, :opt_in, :window_known, :upstream,
     :effect, :payload_sha256, :payload_bytes, :summary, :source_version, :status, :reasons,
     :now_ms, :now_ms, :now_ms)
 ON CONFLICT (idempotency_key) DO UPDATE SET
@@ -103,7 +103,9 @@ ON CONFLICT (idempotency_key) DO UPDATE SET
     conflict = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.conflict ELSE conflict END,
     max_age_ms = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.max_age_ms ELSE max_age_ms END,
     clock_skew_ms = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.clock_skew_ms ELSE clock_skew_ms END,
-    opt_in = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in ELSE opt_in END
+    opt_in = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in ELSE opt_in END,
+    window_known = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.window_known ELSE window_known END,
+    upstream = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.upstream ELSE upstream END
 WHERE excluded.source_version >= source_version
   AND (excluded.source_version > source_version
     OR excluded.effect <> effect
@@ -182,6 +184,8 @@ fn upsert(tx: &Transaction<'_>, row: &StagedRow) -> Result<bool, OutboxError> {
                 cx.max_age_ms,
                 cx.clock_skew_ms,
                 cx.opt_in,
+                cx.window_known,
+                cx.upstream,
                 row.effect,
                 row.payload_sha256,
                 row.payload_bytes,
@@ -305,7 +309,7 @@ fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
 const CLAIM_COLUMNS: &str = "idempotency_key, route, effect_kind, pipeline, run_id, run_kind, \
     replay_flag, backfill_id, window_start, window_end, logical_date, run_interval_start, \
     run_interval_end, mode, conflict, max_age_ms, clock_skew_ms, opt_in, effect, \
-    payload_sha256, attempts, message_type, target, summary, payload_bytes";
+    payload_sha256, attempts, message_type, target, summary, payload_bytes, window_known, upstream";
 
 fn claimed_row(row: &Row<'_>, token: &str) -> rusqlite::Result<ClaimedRow> {
     Ok(ClaimedRow {
@@ -328,6 +332,8 @@ fn claimed_row(row: &Row<'_>, token: &str) -> rusqlite::Result<ClaimedRow> {
             max_age_ms: row.get(15)?,
             clock_skew_ms: row.get(16)?,
             opt_in: row.get(17)?,
+            window_known: row.get(25)?,
+            upstream: row.get(26)?,
         },
         effect: row.get(18)?,
         payload_sha256: row.get(19)?,

@@ -13,9 +13,13 @@ const MIGRATIONS: [&str; 2] = [V1, V2];
 /// Version 2: a row's opt-in is the whole approval document, in one column, checked again
 /// at delivery; the free-text opt-in columns of version 1 lifted the gate unchecked and
 /// are gone (a row that carried one is decided on its own context, so a replay's or stale
-/// row is suppressed). The audit table records the approval document an operator gave.
+/// row is suppressed). A row keeps its run's lineage (`upstream`, so a downstream of a
+/// replay stays one) and whether its run had a window. The audit table records the
+/// approval document an operator gave.
 pub(crate) const V2: &str = "
 ALTER TABLE replaysafe_outbox ADD COLUMN opt_in TEXT;
+ALTER TABLE replaysafe_outbox ADD COLUMN window_known BOOLEAN NOT NULL DEFAULT TRUE;
+ALTER TABLE replaysafe_outbox ADD COLUMN upstream TEXT;
 ALTER TABLE replaysafe_outbox DROP COLUMN opt_in_reason;
 ALTER TABLE replaysafe_outbox DROP COLUMN opt_in_approved_by;
 ALTER TABLE replaysafe_outbox DROP COLUMN opt_in_expires_at;

@@ -2,7 +2,7 @@
 
 use chrono::TimeDelta;
 use replaysafe_core::journal::JournalDecision;
-use replaysafe_core::{EffectKind, OptIn, RunKind};
+use replaysafe_core::{EffectKind, OptIn, ReplayContext, RunKind};
 use replaysafe_outbox::{OutboxError, SourceVersion, Status, sqlite};
 use replaysafe_test::contexts;
 
@@ -81,11 +81,22 @@ fn every_replay_context_stages_suppressed() {
         .build()
         .unwrap();
     let unknown = fx.context(RunKind::Unknown, window);
-    let conflicting = contexts::builder(RunKind::Scheduled, window)
-        .conflict("airflow says backfill")
-        .clock(fx.clock.clone())
-        .build()
-        .unwrap();
+    // Sources that disagree: the explicit kind says scheduled, Airflow's run a backfill.
+    let conflicting = ReplayContext::from_vars([
+        ("REPLAYSAFE_RUN_KIND", "scheduled".to_owned()),
+        ("AIRFLOW_CTX_DAG_ID", "daily_orders".to_owned()),
+        ("AIRFLOW_CTX_DAG_RUN_ID", "backfill__2026-08-05".to_owned()),
+        (
+            "REPLAYSAFE_WINDOW_START",
+            replaysafe_core::rfc3339(window.start()),
+        ),
+        (
+            "REPLAYSAFE_WINDOW_END",
+            replaysafe_core::rfc3339(window.end()),
+        ),
+    ])
+    .unwrap()
+    .with_clock(fx.clock.clone());
     for (cx, reason) in [
         (flagged, "replay_flag"),
         (unknown, "unknown_context"),

@@ -223,3 +223,56 @@ async fn an_operator_action_is_journaled_with_its_note_and_approval() {
     );
     assert_eq!(record.opt_in.unwrap().signer.as_deref(), Some("jane"));
 }
+
+#[tokio::test]
+async fn a_row_keeps_its_runs_lineage_and_lack_of_window() {
+    let fx = Fixture::new();
+    // A downstream run of a backfill, over a current window.
+    let upstream = replaysafe_core::UpstreamRun::parse_list(
+        "REPLAYSAFE_UPSTREAM",
+        r#"[{"pipeline": "producer", "run_id": "backfill__2026-08-05T00:00:00+00:00"}]"#,
+    )
+    .unwrap();
+    let downstream = replaysafe_test::contexts::builder(
+        replaysafe_core::RunKind::Scheduled,
+        contexts::current_window(),
+    )
+    .upstream(upstream)
+    .clock(fx.clock.clone())
+    .build()
+    .unwrap();
+    let staged = fx.stage(&downstream, &Note::new("daily_total", "42"));
+    assert!(staged.reasons.contains(&"upstream_replay".to_owned()));
+    // A run without a window.
+    let unknown = replaysafe_core::ReplayContext::builder()
+        .pipeline("daily_orders")
+        .run_id("asset_triggered__x")
+        .run_kind(replaysafe_core::RunKind::Scheduled)
+        .clock(fx.clock.clone())
+        .build()
+        .unwrap();
+    let windowless = fx.stage(&unknown, &Note::new("weekly_total", "7"));
+    assert_eq!(windowless.reasons, ["unknown_window"]);
+
+    // Resent on free text, both are decided again on what the row kept.
+    let action = OperatorAction::new("partner asked", "jane@ops").unwrap();
+    fx.store()
+        .resend(
+            &[staged.key.clone(), windowless.key.clone()],
+            &action,
+            contexts::now(),
+        )
+        .await
+        .unwrap();
+    let stats = fx.worker().build().unwrap().drain().await.unwrap();
+    assert_eq!((stats.delivered, stats.suppressed), (0, 2));
+    assert!(fx.client.received().is_empty());
+    assert!(
+        fx.column::<String>(&staged.key, "reasons")
+            .contains("upstream_replay")
+    );
+    assert!(
+        fx.column::<String>(&windowless.key, "reasons")
+            .contains("unknown_window")
+    );
+}
