@@ -29,37 +29,29 @@ fn generate(path: &Path, lines: usize) {
         let window = (index / 1_000) % 90;
         let window_start = start + TimeDelta::days(window as i64);
         let kind = kinds[index % kinds.len()];
-        let record = JournalRecord {
-            v: 1,
-            ts: start + TimeDelta::milliseconds(index as i64),
-            decision: if index % 50 == 0 {
+        let record = JournalRecord::new(
+            start + TimeDelta::milliseconds(index as i64),
+            if index % 50 == 0 {
                 JournalDecision::Delivered
             } else {
                 JournalDecision::Suppressed
             },
-            reasons: vec!["replay_run".into(), "stale_window".into()],
-            pipeline: "daily_orders".into(),
-            run_id: format!("backfill__{}", replaysafe_core::rfc3339(window_start)),
-            run_kind: "backfill".into(),
-            backfill_id: Some("bf-2026-05".into()),
-            window: RecordWindow {
-                start: window_start,
-                end: window_start + TimeDelta::days(1),
-            },
-            effect: RecordEffect {
-                kind: kind.into(),
-                message_type: "daily_summary".into(),
-                target: format!("*@customer{}.example", index % 10_000),
-                idempotency_key: format!("{index:064x}"),
-                summary: Some("Your daily summary".into()),
-                payload_sha256: format!("{:064x}", index * 7),
-                payload_bytes: 2048,
-            },
-            opt_in: None,
-            attempt: 0,
-            error: None,
-            note: None,
-        };
+            "daily_orders",
+            format!("backfill__{}", replaysafe_core::rfc3339(window_start)),
+            "backfill",
+            RecordWindow::new(window_start, window_start + TimeDelta::days(1)),
+            RecordEffect::new(
+                kind,
+                "daily_summary",
+                format!("*@customer{}.example", index % 10_000),
+                format!("{index:064x}"),
+                format!("{:064x}", index * 7),
+                2048,
+            )
+            .with_summary(Some("Your daily summary".into())),
+        )
+        .with_reasons(["replay_run", "stale_window"])
+        .with_backfill_id(Some("bf-2026-05".into()));
         serde_json::to_writer(&mut out, &record).unwrap();
         out.write_all(b"\n").unwrap();
     }
@@ -132,37 +124,29 @@ fn list_record(index: usize, decision: JournalDecision, version: usize) -> Journ
     let start = Utc.with_ymd_and_hms(2026, 5, 1, 0, 0, 0).unwrap();
     let window_start = start + TimeDelta::days((index % 90) as i64);
     let kinds = ["email", "email", "webhook", "file_drop"];
-    JournalRecord {
-        v: 1,
-        ts: start + TimeDelta::milliseconds(index as i64),
+    JournalRecord::new(
+        start + TimeDelta::milliseconds(index as i64),
         decision,
-        reasons: if decision == JournalDecision::Suppressed {
-            vec!["replay_run".into(), "stale_window".into()]
-        } else {
-            vec!["current_window".into()]
-        },
-        pipeline: "daily_orders".into(),
-        run_id: format!("scheduled__{}", replaysafe_core::rfc3339(window_start)),
-        run_kind: "scheduled".into(),
-        backfill_id: None,
-        window: RecordWindow {
-            start: window_start,
-            end: window_start + TimeDelta::days(1),
-        },
-        effect: RecordEffect {
-            kind: kinds[index % kinds.len()].into(),
-            message_type: "daily_summary".into(),
-            target: format!("*@customer{}.example", index % 10_000),
-            idempotency_key: format!("{:064x}", index.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
-            summary: Some("Your daily summary".into()),
-            payload_sha256: format!("{:064x}", index * 7 + version),
-            payload_bytes: 2048,
-        },
-        opt_in: None,
-        attempt: u32::from(decision != JournalDecision::Suppressed),
-        error: None,
-        note: None,
-    }
+        "daily_orders",
+        format!("scheduled__{}", replaysafe_core::rfc3339(window_start)),
+        "scheduled",
+        RecordWindow::new(window_start, window_start + TimeDelta::days(1)),
+        RecordEffect::new(
+            kinds[index % kinds.len()],
+            "daily_summary",
+            format!("*@customer{}.example", index % 10_000),
+            format!("{:064x}", index.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            format!("{:064x}", index * 7 + version),
+            2048,
+        )
+        .with_summary(Some("Your daily summary".into())),
+    )
+    .with_reasons(if decision == JournalDecision::Suppressed {
+        vec!["replay_run", "stale_window"]
+    } else {
+        vec!["current_window"]
+    })
+    .with_attempt(u32::from(decision != JournalDecision::Suppressed))
 }
 
 fn write_records(path: &Path, records: impl Iterator<Item = JournalRecord>) {

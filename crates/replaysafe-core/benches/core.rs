@@ -12,11 +12,11 @@ use std::io::{BufWriter, Write};
 use std::sync::Arc;
 
 use replaysafe_bench::{Report, best_of, per_second};
+use replaysafe_core::adapter::{EffectRecord, Step};
 use replaysafe_core::journal::Durability;
 use replaysafe_core::journal::NoopJournal;
 use replaysafe_core::{
-    EffectClient, EffectKind, EffectRecord, Guard, IdempotencyKey, JsonlJournal, MemoryJournal,
-    RedactionPolicy, Step,
+    EffectClient, EffectKind, Guard, IdempotencyKey, JsonlJournal, MemoryJournal, RedactionPolicy,
 };
 use replaysafe_test::{InertClient, TestEffect, contexts};
 use sha2::{Digest, Sha256};

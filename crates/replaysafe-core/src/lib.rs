@@ -86,6 +86,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod adapter {
+    //! For adapter authors, beyond [`EffectClient`](crate::EffectClient): recording a
+    //! decision made outside a [`Guard`](crate::Guard), as the `metrics` bridge does when
+    //! it aggregates suppressed increments, with the same journal line and log line the
+    //! guard writes ([`EffectRecord`], [`Step`]). Pipeline code never needs it.
+    pub use crate::record::{EffectRecord, Step};
+}
 pub mod approval;
 mod client;
 mod clock;
@@ -118,7 +125,6 @@ pub use journal::{Journal, JournalRecord, JsonlJournal, MemoryJournal, TracingJo
 pub use key::{IdempotencyKey, parse_rfc3339, rfc3339};
 pub use lineage::UpstreamRun;
 pub use policy::{DEFAULT_CLOCK_SKEW, Mode, OptIn, RecencyPolicy, parse_duration};
-pub use record::{EffectRecord, Step};
 pub use retry::RetryPolicy;
 pub use run::{RunId, RunKind};
 pub use stored::StoredContext;

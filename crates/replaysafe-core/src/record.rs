@@ -39,7 +39,8 @@ pub enum Step<'a> {
 /// The target is redacted and the payload digested once, when the record is made.
 ///
 /// ```
-/// use replaysafe_core::{EffectDescription, EffectKind, EffectRecord, IdempotencyKey, MemoryJournal, RedactionPolicy, Step, TargetRedaction};
+/// use replaysafe_core::adapter::{EffectRecord, Step};
+/// use replaysafe_core::{EffectDescription, EffectKind, IdempotencyKey, MemoryJournal, RedactionPolicy, TargetRedaction};
 /// # let cx = replaysafe_core::ReplayContext::builder().pipeline("p").run_id("r")
 /// #     .window(replaysafe_core::Window::instant(chrono::Utc::now())).build()?;
 /// let description = EffectDescription::new(EffectKind::Email, "daily_summary", "ana@shop.example")?;

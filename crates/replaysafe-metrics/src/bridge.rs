@@ -11,9 +11,10 @@ use metrics::{
     Counter, CounterFn, Gauge, GaugeFn, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
     SharedString, Unit,
 };
+use replaysafe_core::adapter::{EffectRecord, Step};
 use replaysafe_core::{
-    Decision, EffectDescription, EffectKind, EffectRecord, IdempotencyKey, Journal,
-    RedactionPolicy, ReplayContext, Step,
+    Decision, EffectDescription, EffectKind, IdempotencyKey, Journal, RedactionPolicy,
+    ReplayContext,
 };
 
 use crate::Error;

@@ -6,9 +6,10 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use replaysafe_core::adapter::{EffectRecord, Step};
 use replaysafe_core::{
-    Clock, EffectClient, EffectKind, EffectRecord, Preview, ReplayContext, SendError, Step,
-    StoredContext, TrustedApprovers,
+    Clock, EffectClient, EffectKind, Preview, ReplayContext, SendError, StoredContext,
+    TrustedApprovers,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use replaysafe_core::journal::{
-    EntryReasons, EntryTime, JournalDecision, JournalEntry, JournalError, RecordOptIn,
+    JournalDecision, JournalError, JournalRecord, RecordEffect, RecordOptIn, RecordWindow,
 };
 use replaysafe_core::{Journal, OptIn, TargetRedaction, TrustedApprovers};
 
@@ -261,7 +261,6 @@ impl OperatorAction {
             }
             record
         });
-        let reasons = [command.reason().to_owned()];
         let note = format!("{} by {}: {}", command.as_str(), self.by, self.reason);
         let time = |text: &str| {
             DateTime::parse_from_rfc3339(text)
@@ -269,28 +268,29 @@ impl OperatorAction {
                 .unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
         };
         for row in rows {
-            journal.append(&JournalEntry {
-                ts: now,
-                decision: JournalDecision::Requeued,
-                reasons: EntryReasons::Text(&reasons),
-                pipeline: &row.pipeline,
-                run_id: &row.run_id,
-                run_kind: &row.run_kind,
-                backfill_id: row.backfill_id.as_deref(),
-                window_start: EntryTime::Time(time(&row.window_start)),
-                window_end: EntryTime::Time(time(&row.window_end)),
-                kind: &row.effect_kind,
-                message_type: &row.message_type,
-                target: &row.target,
-                idempotency_key: &row.key,
-                summary: row.summary.as_deref(),
-                payload_sha256: &row.payload_sha256,
-                payload_bytes: row.payload_bytes,
-                opt_in: opt_in.as_ref(),
-                attempt: 0,
-                error: None,
-                note: Some(&note),
-            })?;
+            let effect = RecordEffect::new(
+                &row.effect_kind,
+                &row.message_type,
+                &row.target,
+                &row.key,
+                &row.payload_sha256,
+                row.payload_bytes,
+            )
+            .with_summary(row.summary.clone());
+            let record = JournalRecord::new(
+                now,
+                JournalDecision::Requeued,
+                &row.pipeline,
+                &row.run_id,
+                &row.run_kind,
+                RecordWindow::new(time(&row.window_start), time(&row.window_end)),
+                effect,
+            )
+            .with_reasons([command.reason()])
+            .with_backfill_id(row.backfill_id.clone())
+            .with_opt_in(opt_in.clone())
+            .with_note(Some(note.clone()));
+            journal.append(&record.entry())?;
         }
         journal.flush()
     }

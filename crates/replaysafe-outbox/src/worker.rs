@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use chrono::TimeDelta;
 use futures_util::StreamExt;
-use replaysafe_core::journal::{EntryReasons, EntryTime, JournalDecision, JournalEntry};
+use replaysafe_core::journal::{JournalDecision, JournalRecord, RecordEffect, RecordWindow};
 use replaysafe_core::{
     Clock, EffectClient, EffectKind, Guard, Journal, Mode, RetryPolicy, SystemClock,
     TrustedApprovers,
@@ -594,29 +594,29 @@ impl Worker {
                 .map(|time| time.with_timezone(&chrono::Utc))
                 .unwrap_or(chrono::DateTime::<chrono::Utc>::UNIX_EPOCH)
         };
-        let reasons = [reason.to_owned()];
-        let entry = JournalEntry {
-            ts: self.clock.now(),
-            decision: JournalDecision::Failed,
-            reasons: EntryReasons::Text(&reasons),
-            pipeline: &context.pipeline,
-            run_id: &context.run_id,
-            run_kind: &context.run_kind,
-            backfill_id: context.backfill_id.as_deref(),
-            window_start: EntryTime::Time(time(&context.window_start)),
-            window_end: EntryTime::Time(time(&context.window_end)),
-            kind: &row.effect_kind,
-            message_type: &row.message_type,
-            target: &row.target,
-            idempotency_key: &row.key,
-            summary: row.summary.as_deref(),
-            payload_sha256: &row.payload_sha256,
-            payload_bytes: u64::try_from(row.payload_bytes).unwrap_or(0),
-            opt_in: None,
-            attempt: row.attempts,
-            error: Some(error),
-            note: None,
-        };
+        let effect = RecordEffect::new(
+            &row.effect_kind,
+            &row.message_type,
+            &row.target,
+            &row.key,
+            &row.payload_sha256,
+            u64::try_from(row.payload_bytes).unwrap_or(0),
+        )
+        .with_summary(row.summary.clone());
+        let record = JournalRecord::new(
+            self.clock.now(),
+            JournalDecision::Failed,
+            &context.pipeline,
+            &context.run_id,
+            &context.run_kind,
+            RecordWindow::new(time(&context.window_start), time(&context.window_end)),
+            effect,
+        )
+        .with_reasons([reason])
+        .with_backfill_id(context.backfill_id.clone())
+        .with_attempt(row.attempts)
+        .with_error(Some(error.to_owned()));
+        let entry = record.entry();
         if let Err(failure) = journal.append(&entry).and_then(|()| journal.flush()) {
             tracing::error!(
                 target: "replaysafe::outbox",

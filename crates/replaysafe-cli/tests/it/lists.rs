@@ -19,33 +19,25 @@ fn binary() -> Command {
 fn record(index: usize, decision: JournalDecision, version: usize) -> JournalRecord {
     let start = Utc.with_ymd_and_hms(2026, 5, 1, 0, 0, 0).unwrap();
     let window_start = start + TimeDelta::days((index % 90) as i64);
-    JournalRecord {
-        v: 1,
-        ts: start + TimeDelta::milliseconds(index as i64),
+    JournalRecord::new(
+        start + TimeDelta::milliseconds(index as i64),
         decision,
-        reasons: vec!["current_window".into()],
-        pipeline: "daily_orders".into(),
-        run_id: format!("scheduled__{}", replaysafe_core::rfc3339(window_start)),
-        run_kind: "scheduled".into(),
-        backfill_id: None,
-        window: RecordWindow {
-            start: window_start,
-            end: window_start + TimeDelta::days(1),
-        },
-        effect: RecordEffect {
-            kind: ["email", "webhook", "file_drop"][index % 3].into(),
-            message_type: "daily_summary".into(),
-            target: format!("*@customer{}.example", index % 1_000),
-            idempotency_key: format!("{:064x}", index.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
-            summary: None,
-            payload_sha256: format!("{:064x}", index * 7 + version),
-            payload_bytes: 2048,
-        },
-        opt_in: None,
-        attempt: u32::from(decision != JournalDecision::Suppressed),
-        error: (decision == JournalDecision::Failed).then(|| "503 service unavailable".into()),
-        note: None,
-    }
+        "daily_orders",
+        format!("scheduled__{}", replaysafe_core::rfc3339(window_start)),
+        "scheduled",
+        RecordWindow::new(window_start, window_start + TimeDelta::days(1)),
+        RecordEffect::new(
+            ["email", "webhook", "file_drop"][index % 3],
+            "daily_summary",
+            format!("*@customer{}.example", index % 1_000),
+            format!("{:064x}", index.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            format!("{:064x}", index * 7 + version),
+            2048,
+        ),
+    )
+    .with_reasons(["current_window"])
+    .with_attempt(u32::from(decision != JournalDecision::Suppressed))
+    .with_error((decision == JournalDecision::Failed).then(|| "503 service unavailable".into()))
 }
 
 fn write(path: &Path, records: impl Iterator<Item = JournalRecord>) {

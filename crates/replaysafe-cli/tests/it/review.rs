@@ -158,18 +158,13 @@ fn report_lists_failed_effects_and_last_errors_and_fills_the_grid() {
             + "\n"),
     );
     let mut opted = record("i-opted", "r2", JournalDecision::Delivered, 1);
-    opted.opt_in = Some(replaysafe_core::journal::RecordOptIn {
-        reason: "resend".into(),
-        approved_by: "jane".into(),
-        expires_at: Utc.with_ymd_and_hms(2026, 8, 7, 0, 0, 0).unwrap(),
-        kinds: vec!["email".into()],
-        targets: None,
-        pipeline: None,
-        backfill_id: None,
-        run_id_pattern: None,
-        signer: None,
-        signer_fingerprint: None,
-    });
+    let mut opt_in = replaysafe_core::journal::RecordOptIn::new(
+        "resend",
+        "jane",
+        Utc.with_ymd_and_hms(2026, 8, 7, 0, 0, 0).unwrap(),
+    );
+    opt_in.kinds = vec!["email".into()];
+    opted.opt_in = Some(opt_in);
     text.push_str(&(serde_json::to_string(&opted).unwrap() + "\n"));
     std::fs::write(&path, text).unwrap();
     let built =
@@ -570,18 +565,18 @@ fn report_html_shows_markup_from_every_field_as_text() {
         record
     };
     let mut opt_in_delivery = evil("opt-in", Delivered, 1);
-    opt_in_delivery.opt_in = Some(replaysafe_core::journal::RecordOptIn {
-        reason: HTML_EVIL.to_owned(),
-        approved_by: HTML_EVIL.to_owned(),
-        expires_at: Utc.with_ymd_and_hms(2026, 8, 7, 0, 0, 0).unwrap(),
-        kinds: vec![HTML_EVIL.to_owned()],
-        targets: Some(vec![HTML_EVIL.to_owned()]),
-        pipeline: Some(HTML_EVIL.to_owned()),
-        backfill_id: Some(HTML_EVIL.to_owned()),
-        run_id_pattern: None,
-        signer: Some(HTML_EVIL.to_owned()),
-        signer_fingerprint: Some(HTML_EVIL.to_owned()),
-    });
+    let mut opt_in = replaysafe_core::journal::RecordOptIn::new(
+        HTML_EVIL,
+        HTML_EVIL,
+        Utc.with_ymd_and_hms(2026, 8, 7, 0, 0, 0).unwrap(),
+    );
+    opt_in.kinds = vec![HTML_EVIL.to_owned()];
+    opt_in.targets = Some(vec![HTML_EVIL.to_owned()]);
+    opt_in.pipeline = Some(HTML_EVIL.to_owned());
+    opt_in.backfill_id = Some(HTML_EVIL.to_owned());
+    opt_in.signer = Some(HTML_EVIL.to_owned());
+    opt_in.signer_fingerprint = Some(HTML_EVIL.to_owned());
+    opt_in_delivery.opt_in = Some(opt_in);
     let mut instant = evil("suppressed", Suppressed, 0);
     instant.window.end = instant.window.start;
     let new = dir.path().join("new.jsonl");

@@ -12,53 +12,54 @@ use crate::Reason;
 /// It serialises to exactly the JSON of the owned [`JournalRecord`] (schema version 1);
 /// sinks receive it so the hot path of a backfill copies nothing it does not have to.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct JournalEntry<'a> {
     /// When the decision was made.
-    pub ts: DateTime<Utc>,
+    pub(crate) ts: DateTime<Utc>,
     /// Delivered, suppressed, failed or attempting.
-    pub decision: JournalDecision,
+    pub(crate) decision: JournalDecision,
     /// The reasons.
-    pub reasons: EntryReasons<'a>,
+    pub(crate) reasons: EntryReasons<'a>,
     /// Pipeline name.
-    pub pipeline: &'a str,
+    pub(crate) pipeline: &'a str,
     /// Execution attempt id.
-    pub run_id: &'a str,
+    pub(crate) run_id: &'a str,
     /// Run kind.
-    pub run_kind: &'a str,
+    pub(crate) run_kind: &'a str,
     /// Backfill id.
-    pub backfill_id: Option<&'a str>,
+    pub(crate) backfill_id: Option<&'a str>,
     /// Window start.
-    pub window_start: EntryTime<'a>,
+    pub(crate) window_start: EntryTime<'a>,
     /// Window end (exclusive).
-    pub window_end: EntryTime<'a>,
+    pub(crate) window_end: EntryTime<'a>,
     /// Effect kind.
-    pub kind: &'a str,
+    pub(crate) kind: &'a str,
     /// Message type.
-    pub message_type: &'a str,
+    pub(crate) message_type: &'a str,
     /// Redacted target.
-    pub target: &'a str,
+    pub(crate) target: &'a str,
     /// Idempotency key.
-    pub idempotency_key: &'a str,
+    pub(crate) idempotency_key: &'a str,
     /// Summary, when shown.
-    pub summary: Option<&'a str>,
+    pub(crate) summary: Option<&'a str>,
     /// Payload SHA-256, hex.
     pub payload_sha256: &'a str,
     /// Payload size.
-    pub payload_bytes: u64,
+    pub(crate) payload_bytes: u64,
     /// The opt-in, if any.
-    pub opt_in: Option<&'a RecordOptIn>,
+    pub(crate) opt_in: Option<&'a RecordOptIn>,
     /// Attempt, from 1; 0 when suppressed.
-    pub attempt: u32,
+    pub(crate) attempt: u32,
     /// The error of a failed attempt.
-    pub error: Option<&'a str>,
+    pub(crate) error: Option<&'a str>,
     /// A note for the reader (who asked for an operator action and why); the field is
     /// left out of the line when there is none.
-    pub note: Option<&'a str>,
+    pub(crate) note: Option<&'a str>,
 }
 
 /// Reasons as the gate gave them, or as text read back from a journal.
 #[derive(Clone, Copy, Debug)]
-pub enum EntryReasons<'a> {
+pub(crate) enum EntryReasons<'a> {
     /// From the gate.
     Typed(&'a [Reason]),
     /// From a record.
@@ -91,7 +92,7 @@ impl EntryReasons<'_> {
 
 /// A time, as canonical RFC 3339 text already formatted, or to be formatted.
 #[derive(Clone, Copy, Debug)]
-pub enum EntryTime<'a> {
+pub(crate) enum EntryTime<'a> {
     /// Canonical RFC 3339 text (as [`crate::rfc3339`] writes it).
     Text(&'a str),
     /// A time to format.
@@ -174,6 +175,43 @@ impl Serialize for JournalEntry<'_> {
             line.serialize_field("note", note)?;
         }
         line.end()
+    }
+}
+
+impl<'a> JournalEntry<'a> {
+    /// When the decision was made.
+    pub fn ts(&self) -> DateTime<Utc> {
+        self.ts
+    }
+
+    /// Delivered, suppressed, failed, attempting or requeued.
+    pub fn decision(&self) -> JournalDecision {
+        self.decision
+    }
+
+    /// Pipeline name.
+    pub fn pipeline(&self) -> &'a str {
+        self.pipeline
+    }
+
+    /// Execution attempt id.
+    pub fn run_id(&self) -> &'a str {
+        self.run_id
+    }
+
+    /// Effect kind.
+    pub fn kind(&self) -> &'a str {
+        self.kind
+    }
+
+    /// Idempotency key.
+    pub fn idempotency_key(&self) -> &'a str {
+        self.idempotency_key
+    }
+
+    /// Attempt, from 1; 0 when suppressed.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
     }
 }
 

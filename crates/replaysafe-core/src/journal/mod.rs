@@ -14,7 +14,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-pub use entry::{EntryReasons, EntryTime, JournalEntry};
+pub use entry::JournalEntry;
+pub(crate) use entry::{EntryReasons, EntryTime};
 pub use file::{Durability, JsonlJournal, JsonlOptions};
 pub use reader::{JournalReader, MAX_LINE_BYTES, ReadError, provably_not_attempting};
 pub use sinks::{MemoryJournal, NoopJournal, TracingJournal};
@@ -236,6 +237,7 @@ impl JournalDecision {
 /// Kinds, reasons and run kinds are kept as text so a reader of version 1 accepts the
 /// words a later writer adds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct JournalRecord {
     /// Schema version (1).
     pub v: u32,
@@ -273,6 +275,7 @@ pub struct JournalRecord {
 /// The window of a record. Not validated on read: a journal is evidence, even when odd.
 /// An instant run has `start == end`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RecordWindow {
     /// Inclusive start.
     #[serde(with = "rfc3339")]
@@ -283,6 +286,11 @@ pub struct RecordWindow {
 }
 
 impl RecordWindow {
+    /// The window `[start, end)`, or the instant `[start, start]`; not validated.
+    pub fn new(start: DateTime<Utc>, end: DateTime<Utc>) -> Self {
+        RecordWindow { start, end }
+    }
+
     /// Whether the window is an instant (`start == end`).
     pub fn is_instant(&self) -> bool {
         self.start == self.end
@@ -291,6 +299,7 @@ impl RecordWindow {
 
 /// The effect of a record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RecordEffect {
     /// `email`, `webhook`, `file_drop`, `metric`, `alert`, `trigger` or a custom name.
     pub kind: String,
@@ -313,6 +322,7 @@ pub struct RecordEffect {
 /// The fields after `expires_at` were added within schema version 1; a line written
 /// before them reads with `kinds` empty and the rest `None`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RecordOptIn {
     /// Why.
     pub reason: String,
@@ -347,6 +357,58 @@ pub struct RecordOptIn {
     pub signer_fingerprint: Option<String>,
 }
 
+impl RecordEffect {
+    /// An effect of `kind` and `message_type` to `target` (as redacted for the journal),
+    /// keyed `idempotency_key`, whose payload has this digest and size; no summary.
+    pub fn new(
+        kind: impl Into<String>,
+        message_type: impl Into<String>,
+        target: impl Into<String>,
+        idempotency_key: impl Into<String>,
+        payload_sha256: impl Into<String>,
+        payload_bytes: u64,
+    ) -> Self {
+        RecordEffect {
+            kind: kind.into(),
+            message_type: message_type.into(),
+            target: target.into(),
+            idempotency_key: idempotency_key.into(),
+            summary: None,
+            payload_sha256: payload_sha256.into(),
+            payload_bytes,
+        }
+    }
+
+    /// With a summary.
+    pub fn with_summary(mut self, summary: Option<String>) -> Self {
+        self.summary = summary;
+        self
+    }
+}
+
+impl RecordOptIn {
+    /// An opt-in's reason, approver and expiry, with no scope; set the scope's fields
+    /// after (they are public), or take one whole from an [`OptIn`] with `From`.
+    pub fn new(
+        reason: impl Into<String>,
+        approved_by: impl Into<String>,
+        expires_at: DateTime<Utc>,
+    ) -> Self {
+        RecordOptIn {
+            reason: reason.into(),
+            approved_by: approved_by.into(),
+            expires_at,
+            kinds: Vec::new(),
+            targets: None,
+            pipeline: None,
+            backfill_id: None,
+            run_id_pattern: None,
+            signer: None,
+            signer_fingerprint: None,
+        }
+    }
+}
+
 impl From<&OptIn> for RecordOptIn {
     fn from(opt_in: &OptIn) -> Self {
         RecordOptIn {
@@ -369,6 +431,72 @@ impl From<&OptIn> for RecordOptIn {
 }
 
 impl JournalRecord {
+    /// A record of schema version 1: `decision` on `effect`, in the run `run_id` of
+    /// `pipeline`, of kind `run_kind`, over `window`, at `ts`; no reasons, backfill,
+    /// opt-in, attempt, error or note yet (the `with_*` methods add them).
+    pub fn new(
+        ts: DateTime<Utc>,
+        decision: JournalDecision,
+        pipeline: impl Into<String>,
+        run_id: impl Into<String>,
+        run_kind: impl Into<String>,
+        window: RecordWindow,
+        effect: RecordEffect,
+    ) -> Self {
+        JournalRecord {
+            v: SCHEMA_VERSION,
+            ts,
+            decision,
+            reasons: Vec::new(),
+            pipeline: pipeline.into(),
+            run_id: run_id.into(),
+            run_kind: run_kind.into(),
+            backfill_id: None,
+            window,
+            effect,
+            opt_in: None,
+            attempt: 0,
+            error: None,
+            note: None,
+        }
+    }
+
+    /// With these reasons.
+    pub fn with_reasons<S: Into<String>>(mut self, reasons: impl IntoIterator<Item = S>) -> Self {
+        self.reasons = reasons.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// With a backfill id.
+    pub fn with_backfill_id(mut self, backfill_id: Option<String>) -> Self {
+        self.backfill_id = backfill_id;
+        self
+    }
+
+    /// With an opt-in.
+    pub fn with_opt_in(mut self, opt_in: Option<RecordOptIn>) -> Self {
+        self.opt_in = opt_in;
+        self
+    }
+
+    /// With an attempt number.
+    pub fn with_attempt(mut self, attempt: u32) -> Self {
+        self.attempt = attempt;
+        self
+    }
+
+    /// With an error.
+    pub fn with_error(mut self, error: Option<String>) -> Self {
+        self.error = error;
+        self
+    }
+
+    /// With a note.
+    pub fn with_note(mut self, note: Option<String>) -> Self {
+        self.note = note;
+        self
+    }
+
     /// The borrowed view a [`Journal`] takes.
     pub fn entry(&self) -> JournalEntry<'_> {
         JournalEntry {

@@ -325,7 +325,8 @@ fn malformed_files_are_errors_that_name_the_file() {
 
 /// The `opt_in` object of the journal line the decision writes.
 fn journal_opt_in(cx: &ReplayContext, decision: &replaysafe_core::Decision) -> serde_json::Value {
-    use replaysafe_core::{EffectDescription, EffectRecord, IdempotencyKey, RedactionPolicy, Step};
+    use replaysafe_core::adapter::{EffectRecord, Step};
+    use replaysafe_core::{EffectDescription, IdempotencyKey, RedactionPolicy};
     let description =
         EffectDescription::new(EffectKind::Email, "invoice", "ana@shop.example").unwrap();
     let key = IdempotencyKey::derive(
@@ -367,9 +368,8 @@ fn the_documented_example_file_reads_and_its_signature_verifies() {
 
 #[test]
 fn an_opt_ins_targets_are_journaled_redacted_as_the_effects_target_is() {
-    use replaysafe_core::{
-        EffectDescription, EffectRecord, IdempotencyKey, RedactionPolicy, Step, TargetRedaction,
-    };
+    use replaysafe_core::adapter::{EffectRecord, Step};
+    use replaysafe_core::{EffectDescription, IdempotencyKey, RedactionPolicy, TargetRedaction};
     let files = Files::new();
     let path = files.write(
         "opt-in.json",
