@@ -159,16 +159,21 @@ impl EffectClient for AlertmanagerClient {
     type Receipt = ();
     type Error = Error;
 
+    /// The receiver drops repeats: Alertmanager keeps one alert per label set: posting it again updates it, and its labels carry the key.
+    fn dedupes_by_key(&self) -> bool {
+        true
+    }
+
     fn describe(&self, cx: &ReplayContext, alert: &Alert) -> Result<EffectDescription, Error> {
         alert.check()?;
         let body =
             serde_json::to_vec(&self.body(cx, alert)).map_err(|e| Error::invalid("alert", e))?;
-        Ok(
-            EffectDescription::new(EffectKind::Alert, &alert.name, self.target())
-                .map_err(|e| Error::invalid("alert name", e))?
-                .with_summary(alert.journal_summary())
-                .with_payload(&body),
-        )
+        EffectDescription::new(EffectKind::Alert, &alert.name, self.target())
+            .map_err(|e| Error::invalid("alert name", e))?
+            .with_summary(alert.journal_summary())
+            .with_payload(&body)
+            .with_action(alert.action.as_str())
+            .map_err(|e| Error::invalid("alert action", e))
     }
 
     async fn deliver(&self, delivery: &Delivery<'_>, alert: &Alert) -> Result<(), Error> {

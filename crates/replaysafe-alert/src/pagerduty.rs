@@ -171,16 +171,21 @@ impl EffectClient for PagerDutyClient {
     type Receipt = PagerDutyReceipt;
     type Error = Error;
 
+    /// The receiver drops repeats: PagerDuty de-duplicates events by `dedup_key`, which is the idempotency key.
+    fn dedupes_by_key(&self) -> bool {
+        true
+    }
+
     fn describe(&self, cx: &ReplayContext, alert: &Alert) -> Result<EffectDescription, Error> {
         alert.check()?;
         let event =
             serde_json::to_vec(&self.event(cx, alert)).map_err(|e| Error::invalid("alert", e))?;
-        Ok(
-            EffectDescription::new(EffectKind::Alert, &alert.name, self.target())
-                .map_err(|e| Error::invalid("alert name", e))?
-                .with_summary(alert.journal_summary())
-                .with_payload(&event),
-        )
+        EffectDescription::new(EffectKind::Alert, &alert.name, self.target())
+            .map_err(|e| Error::invalid("alert name", e))?
+            .with_summary(alert.journal_summary())
+            .with_payload(&event)
+            .with_action(alert.action.as_str())
+            .map_err(|e| Error::invalid("alert action", e))
     }
 
     async fn deliver(

@@ -110,6 +110,18 @@ pub trait EffectClient: Send + Sync {
     fn redaction(&self) -> RedactionPolicy {
         RedactionPolicy::default()
     }
+
+    /// Whether this client's receiver drops a repeat of an effect it already has, by the
+    /// idempotency key the client passes it (a webhook's `Idempotency-Key`, PagerDuty's
+    /// `dedup_key`, an Airflow run id, an SFTP file already present).
+    ///
+    /// It decides what happens to an effect **in doubt** (an attempt began and no outcome
+    /// was recorded, see [`crate::journal::Ledger`]): a receiver that de-duplicates gets
+    /// it again under the same key; one that does not (email, Slack, counters) does not
+    /// get it again until an audited opt-in says so. Default `false`: the safe answer.
+    fn dedupes_by_key(&self) -> bool {
+        false
+    }
 }
 
 macro_rules! forward_effect_client {
@@ -130,6 +142,10 @@ macro_rules! forward_effect_client {
 
             fn redaction(&self) -> RedactionPolicy {
                 (**self).redaction()
+            }
+
+            fn dedupes_by_key(&self) -> bool {
+                (**self).dedupes_by_key()
             }
         }
     )*};

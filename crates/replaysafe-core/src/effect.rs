@@ -192,6 +192,7 @@ pub struct EffectDescription {
     message_type: String,
     target: String,
     summary: Option<String>,
+    action: Option<String>,
     payload: PayloadDigest,
 }
 
@@ -210,6 +211,7 @@ impl EffectDescription {
             message_type,
             target,
             summary: None,
+            action: None,
             payload: PayloadDigest::of(b""),
         })
     }
@@ -243,6 +245,15 @@ impl EffectDescription {
         self
     }
 
+    /// The step of a stateful effect, when one key names several: an alert's `trigger`
+    /// and its `resolve` share the key the receiver de-duplicates by, and the ledger
+    /// remembers each action of a key apart (a resolve is delivered after its trigger; a
+    /// second trigger is not). Must be non-empty and free of control characters.
+    pub fn with_action(mut self, action: impl Into<String>) -> Result<Self, Error> {
+        self.action = Some(checked_text("action", action.into())?);
+        Ok(self)
+    }
+
     /// The effect kind.
     pub fn kind(&self) -> &EffectKind {
         &self.kind
@@ -261,6 +272,11 @@ impl EffectDescription {
     /// The summary, if any.
     pub fn summary(&self) -> Option<&str> {
         self.summary.as_deref()
+    }
+
+    /// The action, when the key names several; see [`EffectDescription::with_action`].
+    pub fn action(&self) -> Option<&str> {
+        self.action.as_deref()
     }
 
     /// Digest and size of the payload.

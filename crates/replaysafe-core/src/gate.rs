@@ -52,6 +52,14 @@ pub enum Reason {
     /// or logical date, no upstream window): the effect cannot be keyed or judged recent.
     /// The journal's note says what to set. Never liftable.
     UnknownWindow,
+    /// The journal's ledger records a delivery of this key already (a retry, a cleared
+    /// task, a re-run of the window, another worker); the note names the run and the time.
+    /// An audited opt-in that covers the effect lifts it.
+    AlreadyDelivered,
+    /// An attempt of this key began and no outcome is recorded, and the client's receiver
+    /// does not de-duplicate by key (email, Slack, counters): not sent again until an
+    /// audited opt-in that covers the effect lifts it.
+    InDoubt,
 }
 
 impl Reason {
@@ -74,6 +82,8 @@ impl Reason {
             Reason::OptInUntrusted => "opt_in_untrusted",
             Reason::UpstreamReplay => "upstream_replay",
             Reason::UnknownWindow => "unknown_window",
+            Reason::AlreadyDelivered => "already_delivered",
+            Reason::InDoubt => "in_doubt",
         }
     }
 
@@ -81,7 +91,12 @@ impl Reason {
     pub fn is_liftable(self) -> bool {
         matches!(
             self,
-            Reason::ReplayRun | Reason::ReplayFlag | Reason::StaleWindow | Reason::UpstreamReplay
+            Reason::ReplayRun
+                | Reason::ReplayFlag
+                | Reason::StaleWindow
+                | Reason::UpstreamReplay
+                | Reason::AlreadyDelivered
+                | Reason::InDoubt
         )
     }
 }
@@ -212,6 +227,31 @@ impl ReplayContext {
                 opt_in: None,
             };
         }
+        self.lift(kind, target, reasons, now)
+    }
+
+    /// The decision on an effect the gate let through but the journal's ledger stops
+    /// (`already_delivered`, `in_doubt`): suppressed, unless an opt-in covering the effect
+    /// lifts it, weighed as for a replay.
+    pub(crate) fn decide_remembered(
+        &self,
+        kind: &EffectKind,
+        target: &str,
+        reason: Reason,
+    ) -> Decision {
+        self.lift(kind, target, vec![reason], self.now())
+    }
+
+    /// Suppresses for `reasons`, unless each can be lifted and an opt-in covering the
+    /// effect lifts them (it adds `opt_in`); the first covering opt-in that may not adds
+    /// why.
+    fn lift(
+        &self,
+        kind: &EffectKind,
+        target: &str,
+        mut reasons: Vec<Reason>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Decision {
         if !reasons.iter().all(|reason| reason.is_liftable()) {
             return Decision {
                 deliver: false,

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::journal::{Journal, JournalError};
+use crate::journal::{Journal, JournalError, Memory};
 use crate::record::{EffectRecord, Step};
 use crate::{
     Classify, Decision, Delivery, EffectClient, EffectDescription, IdempotencyKey, Reason,
@@ -202,6 +202,13 @@ impl<C: EffectClient> Guard<C> {
         self
     }
 
+    /// Whether this guard consults the journal's ledger before a delivery (default
+    /// `true`); see [`GuardLayer::with_ledger`].
+    pub fn with_ledger(mut self, ledger: bool) -> Self {
+        self.config.ledger = ledger;
+        self
+    }
+
     /// Overrides the client's redaction policy in the journal and the log lines. An
     /// adapter's own error messages follow the redaction its builder was given.
     pub fn with_redaction(mut self, redaction: RedactionPolicy) -> Self {
@@ -271,21 +278,35 @@ impl<C: EffectClient> Guard<C> {
         effect: &C::Effect,
     ) -> Result<Outcome<C::Receipt>, SendError<C::Error>> {
         let preview = self.preview(cx, effect)?;
-        self.send_previewed(cx, effect, preview, 1).await
+        let recall = if self.config.ledger {
+            Recall::Ledger
+        } else {
+            Recall::Off
+        };
+        self.send_previewed(cx, effect, preview, 1, recall).await
     }
 
     /// Sends `effect` as [`Guard::send`] does, for a caller that keeps the effect's life
-    /// elsewhere, such as an outbox row: only when the effect still derives
+    /// and its memory elsewhere, such as an outbox row: only when the effect still derives
     /// `expected_key` (otherwise [`SendError::KeyChanged`], and nothing is sent or
     /// journaled), with its attempts numbered from `first_attempt` in the journal and in
     /// [`Delivery::attempt`] (the row's attempt count, so a delivery after a reclaim is
     /// journaled as attempt 2).
+    ///
+    /// The caller's row is the key's memory, so the journal's ledger is consulted only when
+    /// `in_doubt`: an earlier attempt may have begun with no outcome recorded (the row was
+    /// claimed again after a lease ran out). Then the journal's memory decides as it does
+    /// for [`Guard::send`]: a key it saw delivered is suppressed `already_delivered`, a key
+    /// in doubt is attempted again only when the receiver de-duplicates by key, and is
+    /// otherwise suppressed `in_doubt`, which is also what happens when the journal keeps
+    /// no memory to tell (a key it never saw attempted is sent).
     pub async fn send_keyed(
         &self,
         cx: &ReplayContext,
         effect: &C::Effect,
         expected_key: &str,
         first_attempt: u32,
+        in_doubt: bool,
     ) -> Result<Outcome<C::Receipt>, SendError<C::Error>> {
         let preview = self.preview(cx, effect)?;
         if preview.key.as_str() != expected_key {
@@ -293,7 +314,12 @@ impl<C: EffectClient> Guard<C> {
                 derived: preview.key,
             });
         }
-        self.send_previewed(cx, effect, preview, first_attempt.max(1))
+        let recall = if in_doubt {
+            Recall::InDoubt
+        } else {
+            Recall::Skip
+        };
+        self.send_previewed(cx, effect, preview, first_attempt.max(1), recall)
             .await
     }
 
@@ -303,6 +329,7 @@ impl<C: EffectClient> Guard<C> {
         effect: &C::Effect,
         preview: Preview,
         first_attempt: u32,
+        recall: Recall,
     ) -> Result<Outcome<C::Receipt>, SendError<C::Error>> {
         let Preview {
             description,
@@ -311,21 +338,80 @@ impl<C: EffectClient> Guard<C> {
         } = preview;
         let redaction = self.redaction();
         if decision.suppresses() {
-            EffectRecord::new(cx, &description, &key, &decision, redaction)
-                .write(&*self.config.journal, Step::Suppressed)
-                .map_err(|source| SendError::Journal {
-                    delivered: false,
-                    source,
-                })?;
-            return Ok(Outcome::Suppressed(Suppressed {
-                key,
-                reasons: decision.reasons().to_vec(),
-                description,
-            }));
+            return self.suppress(cx, description, key, decision, None);
         }
-        let record = EffectRecord::new(cx, &description, &key, &decision, redaction);
+        // Memory: before the first attempt, what the journal knows of the key. Claiming
+        // writes the `attempting` record in the same step.
+        let mut decision = decision;
+        let mut note = None;
+        let mut claimed = false;
+        let ledger = match recall {
+            Recall::Ledger | Recall::InDoubt if self.config.ledger => self.config.journal.ledger(),
+            _ => None,
+        };
+        match ledger {
+            Some(ledger) => {
+                let record = EffectRecord::new(cx, &description, &key, &decision, redaction);
+                let claim = ledger
+                    .begin(
+                        &record.entry(Step::Attempting(first_attempt)),
+                        self.inner.dedupes_by_key(),
+                    )
+                    .map_err(|source| SendError::Journal {
+                        delivered: false,
+                        source,
+                    })?;
+                if claim.claimed {
+                    record.log(Step::Attempting(first_attempt));
+                    claimed = true;
+                } else {
+                    let reason = match claim.memory {
+                        Memory::Delivered { .. } => Reason::AlreadyDelivered,
+                        _ => Reason::InDoubt,
+                    };
+                    note = claim.memory.note();
+                    let remembered =
+                        cx.decide_remembered(description.kind(), description.target(), reason);
+                    if remembered.suppresses() {
+                        return self.suppress(cx, description, key, remembered, note);
+                    }
+                    // An audited opt-in lifted it: delivered again, journaled with it.
+                    decision = remembered;
+                }
+            }
+            None if recall == Recall::InDoubt && !self.inner.dedupes_by_key() => {
+                // Nothing can tell whether the earlier attempt reached the receiver.
+                let note = Some(format!(
+                    "in doubt: attempt {} began with no outcome recorded, and the journal keeps no memory of the key to tell whether it reached the receiver",
+                    first_attempt.saturating_sub(1).max(1)
+                ));
+                let remembered =
+                    cx.decide_remembered(description.kind(), description.target(), Reason::InDoubt);
+                if remembered.suppresses() {
+                    return self.suppress(cx, description, key, remembered, note);
+                }
+                decision = remembered;
+            }
+            None if recall == Recall::Off && self.config.journal.ledger().is_some() => {
+                note = Some(
+                    "ledger off for this client: delivered whatever the journal knows of the key"
+                        .to_owned(),
+                );
+            }
+            None => {}
+        }
+        let record =
+            EffectRecord::new(cx, &description, &key, &decision, redaction).with_note(note);
         let (receipt, attempts) = self
-            .deliver_with_retries(cx, effect, &record, &key, &description, first_attempt)
+            .deliver_with_retries(
+                cx,
+                effect,
+                &record,
+                &key,
+                &description,
+                first_attempt,
+                claimed,
+            )
             .await?;
         Ok(Outcome::Delivered(Delivered {
             receipt,
@@ -335,9 +421,34 @@ impl<C: EffectClient> Guard<C> {
         }))
     }
 
+    /// Journals and logs a suppression ("would have sent …") and returns it.
+    fn suppress(
+        &self,
+        cx: &ReplayContext,
+        description: EffectDescription,
+        key: IdempotencyKey,
+        decision: Decision,
+        note: Option<String>,
+    ) -> Result<Outcome<C::Receipt>, SendError<C::Error>> {
+        EffectRecord::new(cx, &description, &key, &decision, self.redaction())
+            .with_note(note)
+            .write(&*self.config.journal, Step::Suppressed)
+            .map_err(|source| SendError::Journal {
+                delivered: false,
+                source,
+            })?;
+        Ok(Outcome::Suppressed(Suppressed {
+            key,
+            reasons: decision.reasons().to_vec(),
+            description,
+        }))
+    }
+
     /// Attempts delivery until it succeeds, fails for good, or runs out of attempts or
     /// time; every attempt is recorded before it begins, and its outcome after. Attempts
-    /// are numbered from `first_attempt`; the retry policy counts those of this call.
+    /// are numbered from `first_attempt`; the retry policy counts those of this call. When
+    /// `claimed`, the first attempt's record was written by the ledger's claim.
+    #[allow(clippy::too_many_arguments, reason = "one private step of send")]
     async fn deliver_with_retries(
         &self,
         cx: &ReplayContext,
@@ -346,6 +457,7 @@ impl<C: EffectClient> Guard<C> {
         key: &IdempotencyKey,
         description: &EffectDescription,
         first_attempt: u32,
+        claimed: bool,
     ) -> Result<(C::Receipt, u32), SendError<C::Error>> {
         let journal = &*self.config.journal;
         let retry = &self.config.retry;
@@ -356,9 +468,11 @@ impl<C: EffectClient> Guard<C> {
             made += 1;
             let attempt = first_attempt.saturating_add(made - 1);
             // The record that the attempt began is out of the process before the attempt is.
-            record
-                .write(journal, Step::Attempting(attempt))
-                .map_err(journal_error(false))?;
+            if !(claimed && made == 1) {
+                record
+                    .write(journal, Step::Attempting(attempt))
+                    .map_err(journal_error(false))?;
+            }
             let delivery = Delivery {
                 context: cx,
                 key,
@@ -419,6 +533,7 @@ pub struct GuardLayer {
     journal: Arc<dyn Journal>,
     retry: RetryPolicy,
     redaction: Option<RedactionPolicy>,
+    ledger: bool,
 }
 
 impl GuardLayer {
@@ -428,6 +543,7 @@ impl GuardLayer {
             journal,
             retry: RetryPolicy::default(),
             redaction: None,
+            ledger: true,
         }
     }
 
@@ -443,6 +559,14 @@ impl GuardLayer {
         self
     }
 
+    /// Whether guards consult the journal's ledger before a delivery (default `true`):
+    /// turn it off only for effects meant to repeat (a heartbeat, a counter that must
+    /// count every run); their deliveries are journaled with a note saying so.
+    pub fn with_ledger(mut self, ledger: bool) -> Self {
+        self.ledger = ledger;
+        self
+    }
+
     /// The journal guards will write to.
     pub fn journal(&self) -> &Arc<dyn Journal> {
         &self.journal
@@ -455,4 +579,18 @@ impl GuardLayer {
             config: self.clone(),
         }
     }
+}
+
+/// Whether a send consults the journal's memory of the key before its first attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Recall {
+    /// [`Guard::send`] with the ledger on: the journal's memory decides.
+    Ledger,
+    /// [`Guard::send`] with the ledger off: delivered whatever the journal knows.
+    Off,
+    /// [`Guard::send_keyed`] of a row nobody attempted without recording the outcome: the
+    /// row is the memory.
+    Skip,
+    /// [`Guard::send_keyed`] of a row claimed again after a lease ran out.
+    InDoubt,
 }

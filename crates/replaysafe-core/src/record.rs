@@ -63,6 +63,7 @@ pub struct EffectRecord<'a> {
     summary: Option<&'a str>,
     payload_sha256: [u8; 64],
     opt_in: Option<RecordOptIn>,
+    note: Option<String>,
 }
 
 impl<'a> EffectRecord<'a> {
@@ -95,7 +96,15 @@ impl<'a> EffectRecord<'a> {
                 }
                 record
             }),
+            note: None,
         }
+    }
+
+    /// With a note for the reader (what the ledger found, say); without one, a run that
+    /// has no window notes what to set.
+    pub fn with_note(mut self, note: Option<String>) -> Self {
+        self.note = note;
+        self
     }
 
     /// The target as the journal shows it.
@@ -127,12 +136,13 @@ impl<'a> EffectRecord<'a> {
             target: &self.target,
             idempotency_key: self.key.as_str(),
             summary: self.summary,
+            action: self.description.action(),
             payload_sha256: std::str::from_utf8(&self.payload_sha256).unwrap_or_default(),
             payload_bytes: self.description.payload().bytes(),
             opt_in: self.opt_in.as_ref(),
             attempt,
             error,
-            note: self.cx.window_note(),
+            note: self.note.as_deref().or(self.cx.window_note()),
         }
     }
 
@@ -150,7 +160,9 @@ impl<'a> EffectRecord<'a> {
         }
     }
 
-    fn log(&self, step: Step<'_>) {
+    /// The log line of `step`, without its journal record (written elsewhere, as a
+    /// ledger's claim is).
+    pub(crate) fn log(&self, step: Step<'_>) {
         let (kind, message_type, target) = (
             self.description.kind().as_str(),
             self.description.message_type(),

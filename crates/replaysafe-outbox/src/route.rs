@@ -133,13 +133,15 @@ pub(crate) trait ErasedRoute: Send + Sync + fmt::Debug {
     fn journal(&self) -> &Arc<dyn Journal>;
 
     /// Decodes the effect and sends it through the guard on `cx`, as attempt `attempt`,
-    /// if the route still gives it `key`.
+    /// if the route still gives it `key`; `in_doubt` when an earlier claim of the row
+    /// ended with no outcome (see [`Guard::send_keyed`]).
     async fn attempt(
         &self,
         cx: &ReplayContext,
         key: &str,
         effect_json: &str,
         attempt: u32,
+        in_doubt: bool,
     ) -> Attempt;
 }
 
@@ -179,6 +181,7 @@ where
         key: &str,
         effect_json: &str,
         attempt: u32,
+        in_doubt: bool,
     ) -> Attempt {
         let effect: C::Effect = match serde_json::from_str(effect_json) {
             Ok(effect) => effect,
@@ -201,7 +204,11 @@ where
                 );
             }
         };
-        match self.guard.send_keyed(cx, &effect, key, attempt).await {
+        match self
+            .guard
+            .send_keyed(cx, &effect, key, attempt, in_doubt)
+            .await
+        {
             Ok(Outcome::Delivered(_)) => Attempt::Delivered,
             Ok(Outcome::Suppressed(suppressed)) => Attempt::Suppressed(suppressed.reasons),
             Err(SendError::KeyChanged { derived }) => Attempt::refused(

@@ -32,6 +32,9 @@ pub struct ClaimedRow {
     pub(crate) payload_bytes: i64,
     pub(crate) attempts: u32,
     pub(crate) claim_token: String,
+    /// Claimed again after a lease ran out: the earlier claim's attempt may have begun
+    /// with no outcome recorded.
+    pub(crate) reclaimed: bool,
 }
 
 impl ClaimedRow {
@@ -48,6 +51,12 @@ impl ClaimedRow {
     /// Attempts so far, this claim included.
     pub fn attempts(&self) -> u32 {
         self.attempts
+    }
+
+    /// Whether the row was claimed again after a lease ran out, so an earlier attempt may
+    /// have reached the receiver with no outcome recorded.
+    pub fn reclaimed(&self) -> bool {
+        self.reclaimed
     }
 
     /// The claim token a completion must present.

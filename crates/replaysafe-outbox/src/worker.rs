@@ -13,7 +13,7 @@ use chrono::TimeDelta;
 use futures_util::StreamExt;
 use replaysafe_core::journal::{JournalDecision, JournalRecord, RecordEffect, RecordWindow};
 use replaysafe_core::{
-    Clock, EffectClient, EffectKind, Guard, Journal, Mode, RetryPolicy, SystemClock,
+    Clock, EffectClient, EffectKind, Guard, Journal, Mode, Reason, RetryPolicy, SystemClock,
     TrustedApprovers,
 };
 use serde::Serialize;
@@ -486,6 +486,14 @@ impl Worker {
                     payload_sha256: row.payload_sha256.clone(),
                 }
             }
+            // The journal saw it delivered (the claim that delivered it ended before it
+            // could complete the row): delivered, and not sent again.
+            Attempt::Suppressed(reasons) if reasons == [Reason::AlreadyDelivered] => {
+                stats.delivered += 1;
+                Completion::Delivered {
+                    payload_sha256: row.payload_sha256.clone(),
+                }
+            }
             Attempt::Suppressed(reasons) => {
                 stats.suppressed += 1;
                 Completion::Suppressed {
@@ -569,7 +577,13 @@ impl Worker {
             }
         };
         route
-            .attempt(&cx, &row.key, &row.effect, row.attempts.max(1))
+            .attempt(
+                &cx,
+                &row.key,
+                &row.effect,
+                row.attempts.max(1),
+                row.reclaimed,
+            )
             .await
     }
 

@@ -135,6 +135,11 @@ impl EffectClient for SftpClient {
     type Receipt = FileDropReceipt;
     type Error = Error;
 
+    /// The receiver drops repeats: a drop finds the same file already under its name and does not write it again.
+    fn dedupes_by_key(&self) -> bool {
+        true
+    }
+
     /// Renders and validates the file name; no I/O.
     fn describe(&self, cx: &ReplayContext, effect: &FileDrop) -> Result<EffectDescription, Error> {
         if effect.message_type().trim().is_empty()

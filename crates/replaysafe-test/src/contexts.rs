@@ -49,6 +49,17 @@ pub fn live() -> ReplayContext {
     build(builder(RunKind::Scheduled, current_window()))
 }
 
+/// A scheduled run of the hour before the current window ended, `[2026-08-05T23:00Z,
+/// 2026-08-06T00:00Z)`: delivered, under other keys than [`live`]'s, so a test can send
+/// the same effect again as another effect (the ledger suppresses a key delivered once).
+pub fn live_hour() -> ReplayContext {
+    let end = current_window().end();
+    build(builder(
+        RunKind::Scheduled,
+        Window::new(end - TimeDelta::hours(1), end).expect("valid window"),
+    ))
+}
+
 /// A backfill of last month: effects are suppressed (`replay_run`, `stale_window`).
 pub fn backfill() -> ReplayContext {
     build(builder(RunKind::Backfill, last_month_window()).backfill_id("bf-test"))

@@ -52,6 +52,8 @@ pub struct TestEffect {
     pub payload: Vec<u8>,
     /// Summary for the journal.
     pub summary: Option<String>,
+    /// The action, when one key names several (an alert's trigger and resolve).
+    pub action: Option<String>,
 }
 
 impl TestEffect {
@@ -63,6 +65,7 @@ impl TestEffect {
             target: target.into(),
             payload: Vec::new(),
             summary: None,
+            action: None,
         }
     }
 
@@ -92,16 +95,28 @@ impl TestEffect {
         self
     }
 
+    /// Sets the action.
+    pub fn with_action(mut self, action: impl Into<String>) -> Self {
+        self.action = Some(action.into());
+        self
+    }
+
     /// The description the test clients give this effect.
     pub fn describe(&self) -> Result<EffectDescription, TestError> {
         let description =
             EffectDescription::new(self.kind.clone(), &self.message_type, &self.target)
                 .map_err(|e| TestError::Invalid(e.to_string()))?
                 .with_payload(&self.payload);
-        Ok(match &self.summary {
+        let description = match &self.summary {
             Some(summary) => description.with_summary(summary),
             None => description,
-        })
+        };
+        match &self.action {
+            Some(action) => description
+                .with_action(action)
+                .map_err(|e| TestError::Invalid(e.to_string())),
+            None => Ok(description),
+        }
     }
 }
 
@@ -150,12 +165,23 @@ pub struct Received {
 #[derive(Clone, Debug, Default)]
 pub struct RecordingClient {
     received: Arc<Mutex<Vec<Received>>>,
+    dedupes: bool,
 }
 
 impl RecordingClient {
-    /// An empty recorder.
+    /// An empty recorder, standing for a receiver that does not de-duplicate by key (an
+    /// SMTP server): an effect in doubt is not sent to it again.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty recorder standing for a receiver that drops repeats by idempotency key (a
+    /// webhook receiver honouring `Idempotency-Key`): an effect in doubt is sent again.
+    pub fn deduplicating() -> Self {
+        RecordingClient {
+            dedupes: true,
+            ..Self::default()
+        }
     }
 
     /// Everything delivered so far.
@@ -195,6 +221,10 @@ impl EffectClient for RecordingClient {
                 attempt: delivery.attempt(),
             });
         Ok(delivery.key().clone())
+    }
+
+    fn dedupes_by_key(&self) -> bool {
+        self.dedupes
     }
 }
 

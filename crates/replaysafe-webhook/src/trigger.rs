@@ -505,6 +505,11 @@ impl EffectClient for TriggerClient {
     type Receipt = TriggerReceipt;
     type Error = Error;
 
+    /// The receiver drops repeats: Airflow drops a second run with the same run id (the key is in it); a trigger URL gets `Idempotency-Key`.
+    fn dedupes_by_key(&self) -> bool {
+        true
+    }
+
     fn describe(&self, cx: &ReplayContext, trigger: &Trigger) -> Result<EffectDescription, Error> {
         let prepared = self.prepare(cx, trigger, None)?;
         let summary = match self.preset {

@@ -359,6 +359,11 @@ impl EffectClient for WebhookClient {
     type Receipt = WebhookReceipt;
     type Error = Error;
 
+    /// The receiver drops repeats: the receiver gets `Idempotency-Key` and `webhook-id` to drop a repeat by.
+    fn dedupes_by_key(&self) -> bool {
+        true
+    }
+
     fn describe(&self, _cx: &ReplayContext, webhook: &Webhook) -> Result<EffectDescription, Error> {
         check_name("event_type", &webhook.event_type)?;
         if reqwest::header::HeaderValue::from_str(&webhook.content_type).is_err()

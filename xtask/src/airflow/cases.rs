@@ -511,7 +511,9 @@ pub(super) fn case_trigger(
         .unwrap_or("?")
         .to_owned();
     let one = all.len() == 1
-        && all[0]["conf"] == json!({"source": "xtask"})
+        && all[0]["conf"]["source"] == "xtask"
+        && all[0]["conf"]["replaysafe"]["upstream"][0]["pipeline"] == "upstream_a"
+        && all[0]["conf"]["replaysafe"]["upstream"][0]["run_kind"] == "scheduled"
         && all[0]["run_type"] == "manual"
         && all[0]["dag_run_id"]
             .as_str()

@@ -3,7 +3,7 @@
 use chrono::TimeDelta;
 use replaysafe_alert::{Alert, AlertCategory, PagerDutyClient, Severity};
 use replaysafe_core::journal::JournalDecision;
-use replaysafe_core::{Classify, Guard, Outcome, RetryPolicy, SendError, Window};
+use replaysafe_core::{Classify, Guard, Outcome, Reason, RetryPolicy, SendError, Window};
 use replaysafe_test::contexts;
 use secrecy::SecretString;
 
@@ -102,21 +102,40 @@ async fn the_dedup_key_is_stable_across_retries_repeats_and_the_resolve() {
         .iter()
         .map(|request| request.body["dedup_key"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(keys.len(), 5, "three attempts, a repeat, a resolve");
+    assert_eq!(
+        keys.len(),
+        4,
+        "three attempts, a resolve; the repeat is remembered"
+    );
     assert!(
         keys.iter().all(|key| key == first.key().as_str()),
         "{keys:?}"
     );
     assert_eq!(repeat.key(), first.key());
+    let Outcome::Suppressed(repeated) = &repeat else {
+        panic!("a repeat of a delivered trigger is delivered: {repeat:?}");
+    };
+    assert_eq!(repeated.reasons, [Reason::AlreadyDelivered]);
     assert_eq!(resolve.key(), first.key());
+    assert!(
+        resolve.is_delivered(),
+        "a resolve is remembered apart from its trigger"
+    );
     let actions: Vec<_> = receiver
         .requests()
         .iter()
         .map(|request| request.body["event_action"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(
-        actions,
-        ["trigger", "trigger", "trigger", "trigger", "resolve"]
+    assert_eq!(actions, ["trigger", "trigger", "trigger", "resolve"]);
+    let journaled: Vec<_> = journal
+        .records()
+        .iter()
+        .map(|r| (r.decision, r.effect.action.clone().unwrap_or_default()))
+        .collect();
+    assert!(
+        journaled.contains(&(JournalDecision::Suppressed, "trigger".into()))
+            && journaled.contains(&(JournalDecision::Delivered, "resolve".into())),
+        "{journaled:?}"
     );
 
     // Another window is another incident.
@@ -144,7 +163,10 @@ async fn a_429_is_retried_and_a_400_is_not() {
     assert_eq!(receiver.requests().len(), 2);
 
     receiver.script([Reply::new(400, "{\"status\":\"invalid event\"}")]);
-    let error = pagerduty.send(&cx, &late_orders()).await.unwrap_err();
+    let error = pagerduty
+        .send(&contexts::live_hour(), &late_orders())
+        .await
+        .unwrap_err();
     let SendError::Failed { attempts, source } = &error else {
         panic!("expected a failed delivery, got {error}");
     };

@@ -105,7 +105,10 @@ async fn a_429_is_retried_and_a_400_is_not() {
     assert_eq!(receiver.requests().len(), 2);
 
     receiver.script([Reply::new(400, "invalid_payload")]);
-    let error = slack.send(&cx, &message()).await.unwrap_err();
+    let error = slack
+        .send(&contexts::live_hour(), &message())
+        .await
+        .unwrap_err();
     let SendError::Failed { attempts, source } = &error else {
         panic!("expected a failed delivery, got {error}");
     };

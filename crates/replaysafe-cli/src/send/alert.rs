@@ -7,7 +7,7 @@ use replaysafe_alert::{
 
 use super::{
     AllowHosts, Common, Ended, EnvVar, Utf8Text, config_error, context_and_journal, flag_for,
-    parse_pair, send_one,
+    layer, parse_pair, send_one,
 };
 
 /// The flags of `send alert`.
@@ -174,7 +174,7 @@ pub async fn send(args: AlertArgs) -> anyhow::Result<Ended> {
         let mut config = AlertmanagerConfig::new(base);
         config.allow_hosts = args.ssrf.allow_hosts.clone();
         let (cx, journal) = context_and_journal(&args.common)?;
-        let guard = config.build(journal.clone()).map_err(built)?;
+        let guard = config.build(layer(&args.common, &journal)).map_err(built)?;
         let what = format!("alert {}", alert.name());
         return send_one(&guard, &cx, &alert, &what, flag_of, &journal).await;
     }
@@ -185,7 +185,7 @@ pub async fn send(args: AlertArgs) -> anyhow::Result<Ended> {
         config.service = args.service.clone();
         config.allow_hosts = args.ssrf.allow_hosts.clone();
         let (cx, journal) = context_and_journal(&args.common)?;
-        let guard = config.build(journal.clone()).map_err(built)?;
+        let guard = config.build(layer(&args.common, &journal)).map_err(built)?;
         let what = format!("alert {}", alert.name());
         return send_one(&guard, &cx, &alert, &what, flag_of, &journal).await;
     }
@@ -203,7 +203,7 @@ pub async fn send(args: AlertArgs) -> anyhow::Result<Ended> {
     config.channel = args.channel.clone();
     config.allow_hosts = args.ssrf.allow_hosts.clone();
     let (cx, journal) = context_and_journal(&args.common)?;
-    let guard = config.build(journal.clone()).map_err(built)?;
+    let guard = config.build(layer(&args.common, &journal)).map_err(built)?;
     let what = format!("slack message {name}");
     send_one(&guard, &cx, &message, &what, flag_of, &journal).await
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::anyhow;
 use replaysafe_core::{SendError, TargetRedaction};
 
-use super::{Common, Ended, Redact, announce, config_error, context_and_journal, finish};
+use super::{Common, Ended, Redact, announce, config_error, context_and_journal, finish, layer};
 
 /// An email to send.
 #[derive(Debug)]
@@ -90,7 +90,7 @@ pub async fn email(request: EmailRequest, common: &Common) -> anyhow::Result<End
     config.ca_file = request.ca_file.clone();
     let (cx, journal) = context_and_journal(common)?;
     let guard = config
-        .build_with(journal.clone(), Some(request.redact.policy()))
+        .build_with(layer(common, &journal), Some(request.redact.policy()))
         .map_err(|e| match e.field() {
             // What the server said no to is shown with the server.
             field @ (Some("starttls" | "ca_file") | None) => config_error(

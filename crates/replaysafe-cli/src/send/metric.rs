@@ -9,7 +9,7 @@ use replaysafe_metrics::{
 
 use super::{
     AllowHosts, Common, Ended, Utf8Text, announce, config_error, context_and_journal, finish,
-    flag_for, parse_pair, send_one, target_of,
+    flag_for, layer, parse_pair, send_one, target_of,
 };
 
 /// The flags of `send metric`.
@@ -161,7 +161,7 @@ pub async fn send(args: MetricArgs) -> anyhow::Result<Ended> {
         config.allow_hosts = args.ssrf.allow_hosts.clone();
         let (cx, journal) = context_and_journal(&args.common)?;
         let guard = config
-            .build(journal.clone())
+            .build(layer(&args.common, &journal))
             .map_err(|e| config_error(flag(&e), e.field(), &e))?;
         let what = format!("metric push {job}");
         return send_one(&guard, &cx, &push, &what, flag, &journal).await;
@@ -184,7 +184,7 @@ pub async fn send(args: MetricArgs) -> anyhow::Result<Ended> {
     }
     let (cx, journal) = context_and_journal(&args.common)?;
     let guard = StatsdConfig::new(host, port)
-        .build(journal.clone())
+        .build(layer(&args.common, &journal))
         .map_err(|e| config_error("--statsd", e.field(), &e))?;
     // Every line is checked before the first is sent.
     let targets = metrics

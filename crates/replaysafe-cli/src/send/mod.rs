@@ -51,6 +51,9 @@ pub struct Common {
     /// An opt-in file (replaysafe approve) to add to the context, as REPLAYSAFE_OPT_IN does (repeatable).
     #[arg(long = "opt-in", value_name = "FILE")]
     pub opt_in: Vec<PathBuf>,
+    /// Deliver whatever the journal knows of the key: for an effect meant to repeat (a heartbeat, a counter that counts every run). Without it, a key the journal saw delivered is not sent again (already_delivered), nor one in doubt to a receiver that cannot drop repeats (in_doubt).
+    #[arg(long = "no-ledger")]
+    pub no_ledger: bool,
 }
 
 /// How a send ended, for the exit code.
@@ -237,6 +240,12 @@ fn flag_for(
     field
         .and_then(|field| flags.iter().find(|(name, _)| *name == field))
         .map_or(command, |(_, flag)| flag)
+}
+
+/// The guard layer every send builds its client on: the journal, consulted as the key's
+/// memory unless `--no-ledger`.
+fn layer(common: &Common, journal: &Arc<JsonlJournal>) -> replaysafe_core::GuardLayer {
+    replaysafe_core::GuardLayer::new(journal.clone()).with_ledger(!common.no_ledger)
 }
 
 /// The context from the environment, with `--max-age` applied, and the journal.

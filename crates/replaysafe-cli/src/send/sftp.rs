@@ -6,7 +6,7 @@ use anyhow::anyhow;
 use replaysafe_sftp::{FileDrop, SftpConfig};
 
 use super::{
-    Common, Ended, EnvVar, Utf8Text, config_error, context_and_journal, flag_for, send_one,
+    Common, Ended, EnvVar, Utf8Text, config_error, context_and_journal, flag_for, layer, send_one,
 };
 
 /// The flags of `send sftp`.
@@ -90,7 +90,7 @@ pub async fn send(args: SftpArgs) -> anyhow::Result<Ended> {
         .map_err(|e| anyhow!("--file: {}", replaysafe_core::error_chain(&e)))?;
     let (cx, journal) = context_and_journal(&args.common)?;
     let guard = config
-        .build(journal.clone())
+        .build(layer(&args.common, &journal))
         .map_err(|e| config_error(flag(&e), e.field(), &e))?;
     let what = format!("file drop {}", args.message_type);
     send_one(&guard, &cx, &drop, &what, flag, &journal).await

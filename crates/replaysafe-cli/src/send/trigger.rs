@@ -5,7 +5,7 @@ use replaysafe_webhook::{Trigger, TriggerConfig};
 
 use super::{
     AllowHosts, Common, Ended, EnvVar, Redact, Utf8Text, config_error, context_and_journal,
-    flag_for, json_value, send_one,
+    flag_for, json_value, layer, send_one,
 };
 
 /// The flags of `send trigger`.
@@ -98,7 +98,7 @@ pub async fn send(args: TriggerArgs) -> anyhow::Result<Ended> {
     config.allow_hosts = args.ssrf.allow_hosts.clone();
     let (cx, journal) = context_and_journal(&args.common)?;
     let guard = config
-        .build_with(journal.clone(), Some(args.redact.policy()))
+        .build_with(layer(&args.common, &journal), Some(args.redact.policy()))
         .map_err(|e| config_error(flag(&args, e.field()), e.field(), &e))?;
     let what = format!("trigger {}", trigger.name());
     let flag_of = |e: &replaysafe_webhook::Error| flag(&args, e.field());

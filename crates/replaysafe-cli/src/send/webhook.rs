@@ -4,7 +4,7 @@ use anyhow::{anyhow, bail};
 use replaysafe_core::EnvVarName;
 use replaysafe_webhook::{Webhook, WebhookConfig};
 
-use super::{Common, Ended, Redact, config_error, context_and_journal, send_one};
+use super::{Common, Ended, Redact, config_error, context_and_journal, layer, send_one};
 
 /// Where the webhook's URL comes from.
 #[derive(Debug)]
@@ -112,7 +112,7 @@ pub async fn webhook(request: WebhookRequest, common: &Common) -> anyhow::Result
     let config = request.config()?;
     let (cx, journal) = context_and_journal(common)?;
     let guard = config
-        .build_with(journal.clone(), Some(request.redact.policy()))
+        .build_with(layer(common, &journal), Some(request.redact.policy()))
         .map_err(|e| config_error(request.flag(e.field()), e.field(), &e))?;
     let webhook = Webhook::json(&request.event_type, request.data.clone());
     send_one(

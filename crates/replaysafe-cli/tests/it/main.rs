@@ -6,6 +6,7 @@ mod cli_reference;
 mod durable;
 mod lineage;
 mod lists;
+mod memory;
 mod outbox;
 mod outbox_boundaries;
 mod review;

@@ -42,6 +42,8 @@ pub struct JournalEntry<'a> {
     pub(crate) idempotency_key: &'a str,
     /// Summary, when shown.
     pub(crate) summary: Option<&'a str>,
+    /// The action of a key that names several; left out of the line when there is none.
+    pub(crate) action: Option<&'a str>,
     /// Payload SHA-256, hex.
     pub payload_sha256: &'a str,
     /// Payload size.
@@ -135,7 +137,8 @@ struct Effect<'e, 'a>(&'e JournalEntry<'a>);
 impl Serialize for Effect<'_, '_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let entry = self.0;
-        let mut effect = serializer.serialize_struct("effect", 7)?;
+        let fields = 7 + usize::from(entry.action.is_some());
+        let mut effect = serializer.serialize_struct("effect", fields)?;
         effect.serialize_field("kind", entry.kind)?;
         effect.serialize_field("message_type", entry.message_type)?;
         effect.serialize_field("target", entry.target)?;
@@ -143,6 +146,9 @@ impl Serialize for Effect<'_, '_> {
         effect.serialize_field("summary", &entry.summary)?;
         effect.serialize_field("payload_sha256", entry.payload_sha256)?;
         effect.serialize_field("payload_bytes", &entry.payload_bytes)?;
+        if let Some(action) = entry.action {
+            effect.serialize_field("action", action)?;
+        }
         effect.end()
     }
 }
@@ -237,6 +243,7 @@ impl JournalEntry<'_> {
                 target: self.target.to_owned(),
                 idempotency_key: self.idempotency_key.to_owned(),
                 summary: self.summary.map(str::to_owned),
+                action: self.action.map(str::to_owned),
                 payload_sha256: self.payload_sha256.to_owned(),
                 payload_bytes: self.payload_bytes,
             },
@@ -306,6 +313,10 @@ impl JournalEntry<'_> {
         push_str(out, self.payload_sha256);
         out.extend_from_slice(b",\"payload_bytes\":");
         push_u64(out, self.payload_bytes);
+        if let Some(action) = self.action {
+            out.extend_from_slice(b",\"action\":");
+            push_str(out, action);
+        }
         out.extend_from_slice(b"},\"opt_in\":");
         match self.opt_in {
             None => out.extend_from_slice(b"null"),
@@ -508,6 +519,7 @@ mod tests {
                 },
                 payload_sha256: "cd".repeat(32),
                 payload_bytes: nanos.unsigned_abs(),
+                action: (nanos % 4 == 1).then(|| text.into()),
             },
             opt_in: (nanos % 3 != 1).then(|| RecordOptIn {
                 reason: text.into(),

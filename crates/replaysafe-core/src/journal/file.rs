@@ -3,7 +3,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::{Journal, JournalEntry, JournalError};
+use super::ledger::{KeyIndex, may_attempt};
+use super::{Claim, Journal, JournalDecision, JournalEntry, JournalError, Ledger};
 
 /// Bytes [`Durability::Buffered`] collects before it writes them.
 const BUFFER_BYTES: usize = 64 * 1024;
@@ -102,6 +103,7 @@ impl JsonlOptions {
                     end: None,
                 },
                 bytes,
+                keys: None,
             }),
         })
     }
@@ -198,6 +200,9 @@ struct State {
     /// [`Durability::Buffered`]. The newline is written only when the file does not end
     /// with one.
     bytes: Vec<u8>,
+    /// What the file's lines say of each key: read whole at the first delivery, then
+    /// the lines written since, before each one (see [`Ledger`]).
+    keys: Option<KeyIndex>,
 }
 
 /// The file, and what this journal knows of how it ends.
@@ -218,6 +223,15 @@ impl Writer {
         // other replaysafe writer can leave a fragment in between, and the file's length
         // after the write is known.
         let locked = self.file.lock().is_ok();
+        let written = self.write_held(lines, locked);
+        if locked {
+            let _ = self.file.unlock();
+        }
+        written
+    }
+
+    /// [`Writer::write_lines`] with the lock already taken (`locked`) or not to be had.
+    fn write_held(&mut self, lines: &[u8], locked: bool) -> std::io::Result<()> {
         let length = self.file.metadata().map(|metadata| metadata.len()).ok();
         let fresh = match length {
             Some(0) => true,
@@ -232,11 +246,48 @@ impl Writer {
             (Ok(()), Some(length)) if locked => Some(length + (lines.len() - start) as u64),
             _ => None,
         };
-        if locked {
-            let _ = self.file.unlock();
-        }
         written
     }
+
+    /// Reads the file from `keys.offset` to its end into `keys`, a piece at a time.
+    fn read_keys(&self, keys: &mut KeyIndex) -> std::io::Result<()> {
+        const PIECE: usize = 4 << 20;
+        let length = self.file.metadata()?.len();
+        if length < keys.offset {
+            // The file was truncated or replaced: read it again from the start.
+            *keys = KeyIndex::default();
+        }
+        let mut piece = vec![0u8; PIECE];
+        while keys.offset < length {
+            let wanted = usize::try_from(length - keys.offset).map_or(PIECE, |n| n.min(PIECE));
+            let read = read_at(&self.file, &mut piece[..wanted], keys.offset)?;
+            if read == 0 {
+                break;
+            }
+            let before = keys.offset;
+            keys.read(&piece[..read]);
+            if keys.offset == before {
+                if read < PIECE {
+                    // The rest is part of a line still being written: read it next time.
+                    break;
+                }
+                // A line longer than a piece is not a record anyone wrote: skip it.
+                keys.offset += read as u64;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(unix)]
+fn read_at(file: &File, buffer: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    file.read_at(buffer, offset)
+}
+
+#[cfg(not(unix))]
+fn read_at(_file: &File, _buffer: &mut [u8], _offset: u64) -> std::io::Result<usize> {
+    Ok(0)
 }
 
 #[cfg(unix)]
@@ -296,7 +347,7 @@ impl Journal for JsonlJournal {
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let State { writer, bytes } = &mut *state;
+        let State { writer, bytes, .. } = &mut *state;
         if self.durability == Durability::Buffered {
             let before = bytes.len();
             entry.write_json(bytes);
@@ -337,6 +388,10 @@ impl Journal for JsonlJournal {
         Ok(())
     }
 
+    fn ledger(&self) -> Option<&dyn Ledger> {
+        Some(self)
+    }
+
     fn flush(&self) -> Result<(), JournalError> {
         if self.durability != Durability::Buffered {
             return Ok(());
@@ -345,13 +400,89 @@ impl Journal for JsonlJournal {
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let State { writer, bytes } = &mut *state;
+        let State { writer, bytes, .. } = &mut *state;
         if bytes.len() <= 1 {
             return Ok(());
         }
         let written = writer.write_lines(bytes);
         bytes.truncate(1);
         written.map_err(|e| JournalError::writing(self.shown(), e))
+    }
+}
+
+/// The file's own memory of keys: its lines, read once and then as they grow.
+///
+/// The look and the claim are one step under the file's exclusive lock: the lines other
+/// processes appended since the last look are read, the key looked up, and the
+/// `attempting` record written before the lock is let go, so of two processes racing on
+/// a key the second finds the first's claim. The first look reads the whole file (about a
+/// second per million records); later ones read only what was appended since.
+impl Ledger for JsonlJournal {
+    fn begin(
+        &self,
+        attempting: &JournalEntry<'_>,
+        retry_in_doubt: bool,
+    ) -> Result<Claim, JournalError> {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let State {
+            writer,
+            bytes,
+            keys,
+        } = &mut *state;
+        let key = attempting.idempotency_key();
+        if !writer.readable {
+            return Err(JournalError::recalling(
+                self.shown(),
+                key,
+                std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    "the journal can be appended to but not read, so what it knows of the key cannot be told: \
+                     make it readable, or turn the ledger off for this client",
+                ),
+            ));
+        }
+        let locked = writer.file.lock().is_ok();
+        let result = (|| {
+            // Records buffered earlier go first, in order.
+            if self.durability == Durability::Buffered && bytes.len() > 1 {
+                writer
+                    .write_held(bytes, locked)
+                    .map_err(|e| JournalError::writing(self.shown(), e))?;
+                bytes.truncate(1);
+            }
+            let keys = keys.get_or_insert_with(KeyIndex::default);
+            writer
+                .read_keys(keys)
+                .map_err(|e| JournalError::recalling(self.shown(), key, e))?;
+            let memory = keys.memory(key, attempting.action);
+            let claimed = may_attempt(&memory, retry_in_doubt);
+            if claimed {
+                bytes.truncate(1);
+                attempting.write_json(bytes);
+                bytes.push(b'\n');
+                let error = |e| JournalError::writing_record(self.shown(), attempting, e);
+                let written = writer.write_held(bytes, locked).map_err(error);
+                bytes.truncate(1);
+                written?;
+                if self.durability == Durability::Fsync {
+                    writer.file.sync_data().map_err(error)?;
+                }
+                keys.apply(
+                    JournalDecision::Attempting,
+                    (key, attempting.action),
+                    attempting.run_id(),
+                    attempting.ts(),
+                );
+            }
+            Ok(Claim { memory, claimed })
+        })();
+        if locked {
+            let _ = writer.file.unlock();
+        }
+        result
     }
 }
 

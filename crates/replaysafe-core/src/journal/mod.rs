@@ -5,6 +5,7 @@
 
 mod entry;
 mod file;
+mod ledger;
 mod reader;
 mod sinks;
 
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 pub use entry::JournalEntry;
 pub(crate) use entry::{EntryReasons, EntryTime};
 pub use file::{Durability, JsonlJournal, JsonlOptions};
+pub use ledger::{Claim, Ledger, Memory};
 pub use reader::{JournalReader, MAX_LINE_BYTES, ReadError, provably_not_attempting};
 pub use sinks::{MemoryJournal, NoopJournal, TracingJournal};
 
@@ -42,6 +44,13 @@ pub trait Journal: Send + Sync + fmt::Debug {
     fn flush(&self) -> Result<(), JournalError> {
         Ok(())
     }
+
+    /// The memory of keys this journal keeps, if it keeps one ([`JsonlJournal`],
+    /// [`MemoryJournal`]; a database journal): the guard consults it before each
+    /// delivery. A sink that keeps nothing to read back (tracing, no-op) has none.
+    fn ledger(&self) -> Option<&dyn Ledger> {
+        None
+    }
 }
 
 impl<J: Journal + ?Sized> Journal for &J {
@@ -50,6 +59,9 @@ impl<J: Journal + ?Sized> Journal for &J {
     }
     fn flush(&self) -> Result<(), JournalError> {
         (**self).flush()
+    }
+    fn ledger(&self) -> Option<&dyn Ledger> {
+        (**self).ledger()
     }
 }
 
@@ -60,6 +72,9 @@ impl<J: Journal + ?Sized> Journal for Box<J> {
     fn flush(&self) -> Result<(), JournalError> {
         (**self).flush()
     }
+    fn ledger(&self) -> Option<&dyn Ledger> {
+        (**self).ledger()
+    }
 }
 
 impl<J: Journal + ?Sized> Journal for Arc<J> {
@@ -69,9 +84,14 @@ impl<J: Journal + ?Sized> Journal for Arc<J> {
     fn flush(&self) -> Result<(), JournalError> {
         (**self).flush()
     }
+    fn ledger(&self) -> Option<&dyn Ledger> {
+        (**self).ledger()
+    }
 }
 
-/// Both journals get every record (a file and `tracing`, say).
+/// Both journals get every record (a file and `tracing`, say). The pair's memory of
+/// keys is the first one's that keeps one; a claim it grants reaches the other journal
+/// too.
 impl<A: Journal, B: Journal> Journal for (A, B) {
     fn append(&self, entry: &JournalEntry<'_>) -> Result<(), JournalError> {
         self.0.append(entry)?;
@@ -80,6 +100,35 @@ impl<A: Journal, B: Journal> Journal for (A, B) {
     fn flush(&self) -> Result<(), JournalError> {
         self.0.flush()?;
         self.1.flush()
+    }
+    fn ledger(&self) -> Option<&dyn Ledger> {
+        (self.0.ledger().is_some() || self.1.ledger().is_some()).then_some(self as &dyn Ledger)
+    }
+}
+
+impl<A: Journal, B: Journal> Ledger for (A, B) {
+    fn begin(
+        &self,
+        attempting: &JournalEntry<'_>,
+        retry_in_doubt: bool,
+    ) -> Result<Claim, JournalError> {
+        let (ledger, other): (&dyn Ledger, &dyn Journal) = match (self.0.ledger(), self.1.ledger())
+        {
+            (Some(ledger), _) => (ledger, &self.1),
+            (None, Some(ledger)) => (ledger, &self.0),
+            (None, None) => {
+                // Not reached: `ledger` offers the pair only when one of them keeps one.
+                return Ok(Claim {
+                    memory: Memory::Clear,
+                    claimed: false,
+                });
+            }
+        };
+        let claim = ledger.begin(attempting, retry_in_doubt)?;
+        if claim.claimed {
+            other.append(attempting)?;
+        }
+        Ok(claim)
     }
 }
 
@@ -108,6 +157,12 @@ enum JournalStep {
         decision: JournalDecision,
         key: String,
     },
+    /// Reading what the journal knows of a key, before a delivery.
+    Recalling {
+        key: String,
+    },
+    /// Something a journal of another kind (a database) was doing.
+    Other(String),
 }
 
 impl JournalError {
@@ -142,11 +197,40 @@ impl JournalError {
         }
     }
 
+    pub(crate) fn recalling(path: impl Into<String>, key: &str, source: std::io::Error) -> Self {
+        JournalError {
+            path: path.into(),
+            step: JournalStep::Recalling {
+                key: key.to_owned(),
+            },
+            source,
+        }
+    }
+
+    /// An error of a journal of another kind than this crate's (a database journal):
+    /// `journal` names it as people may see it (no password), `doing` says what was being
+    /// done (`appending the delivered record of effect 3f…`), `source` is the cause.
+    pub fn other(
+        journal: impl Into<String>,
+        doing: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        JournalError {
+            path: journal.into(),
+            step: JournalStep::Other(doing.into()),
+            source: std::io::Error::other(source),
+        }
+    }
+
     fn doing(&self) -> String {
         let path = &self.path;
         match &self.step {
             JournalStep::Opening => format!("opening journal {path}"),
             JournalStep::Writing => format!("writing journal {path}"),
+            JournalStep::Recalling { key } => {
+                format!("reading journal {path} for what it knows of effect {key}")
+            }
+            JournalStep::Other(doing) => format!("{doing} in journal {path}"),
             JournalStep::WritingRecord { decision, key } => format!(
                 "writing the {} record of effect {key} to journal {path}",
                 decision.as_str()
@@ -315,6 +399,10 @@ pub struct RecordEffect {
     pub payload_sha256: String,
     /// Payload size in bytes.
     pub payload_bytes: u64,
+    /// The action of a key that names several (an alert's `trigger` or `resolve`); the
+    /// field is left out of the line when there is none. Added within schema version 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
 }
 
 /// The audited opt-in of a record: who approved what, and how far it reaches.
@@ -376,7 +464,14 @@ impl RecordEffect {
             summary: None,
             payload_sha256: payload_sha256.into(),
             payload_bytes,
+            action: None,
         }
+    }
+
+    /// With the action of a key that names several.
+    pub fn with_action(mut self, action: Option<String>) -> Self {
+        self.action = action;
+        self
     }
 
     /// With a summary.
@@ -514,6 +609,7 @@ impl JournalRecord {
             target: &self.effect.target,
             idempotency_key: &self.effect.idempotency_key,
             summary: self.effect.summary.as_deref(),
+            action: self.effect.action.as_deref(),
             payload_sha256: &self.effect.payload_sha256,
             payload_bytes: self.effect.payload_bytes,
             opt_in: self.opt_in.as_ref(),

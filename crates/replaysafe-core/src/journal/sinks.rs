@@ -1,6 +1,7 @@
 use std::sync::Mutex;
 
-use super::{Journal, JournalEntry, JournalError, JournalRecord};
+use super::ledger::{KeyIndex, may_attempt};
+use super::{Claim, Journal, JournalEntry, JournalError, JournalRecord, Ledger};
 
 /// Keeps records in memory; for tests and for in-process reports.
 #[derive(Debug, Default)]
@@ -45,6 +46,45 @@ impl Journal for MemoryJournal {
             .push(record);
         Ok(())
     }
+
+    fn ledger(&self) -> Option<&dyn Ledger> {
+        Some(self)
+    }
+}
+
+/// The records' memory of keys, read from the records themselves.
+impl Ledger for MemoryJournal {
+    fn begin(
+        &self,
+        attempting: &JournalEntry<'_>,
+        retry_in_doubt: bool,
+    ) -> Result<Claim, JournalError> {
+        let mut records = self
+            .records
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut index = KeyIndex::default();
+        for record in records
+            .iter()
+            .filter(|r| r.effect.idempotency_key == attempting.idempotency_key)
+        {
+            index.apply(
+                record.decision,
+                (
+                    &record.effect.idempotency_key,
+                    record.effect.action.as_deref(),
+                ),
+                &record.run_id,
+                record.ts,
+            );
+        }
+        let memory = index.memory(attempting.idempotency_key, attempting.action);
+        let claimed = may_attempt(&memory, retry_in_doubt);
+        if claimed {
+            records.push(attempting.to_record());
+        }
+        Ok(Claim { memory, claimed })
+    }
 }
 
 /// Emits each record as a `tracing` event with target `replaysafe::journal`, at info level.
@@ -54,6 +94,7 @@ pub struct TracingJournal;
 impl Journal for TracingJournal {
     fn append(&self, entry: &JournalEntry<'_>) -> Result<(), JournalError> {
         let reasons = serde_json::to_string(&entry.reasons).unwrap_or_default();
+        // No ledger: a tracing journal keeps nothing this process can read back.
         tracing::info!(
             target: "replaysafe::journal",
             decision = entry.decision.as_str(),

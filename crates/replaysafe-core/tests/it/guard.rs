@@ -89,16 +89,19 @@ async fn live_delivery_passes_the_derived_key_once() {
 }
 
 #[tokio::test]
-async fn same_effect_from_two_run_ids_has_one_key() {
+async fn same_effect_from_two_run_ids_has_one_key_and_is_delivered_once() {
     let client = RecordingClient::new();
     let guard = Guard::new(client.clone(), MemoryJournal::new());
     let first = contexts::live();
     let second = first.with_run_id(RunId::new("manual__rerun").unwrap());
-    guard.send(&first, &effect()).await.unwrap();
-    guard.send(&second, &effect()).await.unwrap();
-    let received = client.delivered();
-    assert_eq!(received.len(), 2);
-    assert_eq!(received[0].key, received[1].key);
+    let delivered = guard.send(&first, &effect()).await.unwrap();
+    let again = guard.send(&second, &effect()).await.unwrap();
+    assert_eq!(delivered.key(), again.key());
+    let Outcome::Suppressed(suppressed) = again else {
+        panic!("delivered twice");
+    };
+    assert_eq!(suppressed.reasons, [Reason::AlreadyDelivered]);
+    assert_eq!(client.delivered().len(), 1);
 }
 
 #[tokio::test(start_paused = true)]

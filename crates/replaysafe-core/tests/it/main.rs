@@ -7,5 +7,6 @@ mod gate;
 mod guard;
 mod journal;
 mod keys;
+mod memory;
 mod sources;
 mod support;

@@ -37,7 +37,7 @@ async fn password_and_body_canary_reach_no_journal_or_log_line() {
     // Refused with a wrong one.
     let bad = support::tls_client(&server, wrong_password, journal.clone());
     let refused = bad
-        .send_email(&contexts::live(), &email)
+        .send_email(&contexts::live_hour(), &email)
         .await
         .expect("valid");
     assert_eq!(refused.failed(), 1);

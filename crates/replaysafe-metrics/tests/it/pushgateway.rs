@@ -147,7 +147,11 @@ async fn put_replaces_the_group_post_merges_and_delete_removes_it() {
         .with_sample(Sample::gauge("a", 1.0))
         .with_sample(Sample::gauge("b", 2.0));
     gateway.send(&cx, &first).await.unwrap();
-    gateway.send(&cx, &first).await.unwrap();
+    let again = gateway.send(&cx, &first).await.unwrap();
+    assert!(
+        again.is_suppressed(),
+        "the same push of one window is remembered"
+    );
     assert_eq!(names(gateway_lines(&job).await), ["a", "b"]);
 
     gateway
@@ -158,7 +162,7 @@ async fn put_replaces_the_group_post_merges_and_delete_removes_it() {
 
     gateway
         .send(
-            &cx,
+            &contexts::live_hour(),
             &Push::replace(&job).with_sample(Sample::gauge("d", 4.0)),
         )
         .await
@@ -169,8 +173,8 @@ async fn put_replaces_the_group_post_merges_and_delete_removes_it() {
     assert!(gateway_lines(&job).await.is_empty());
     assert_eq!(
         journal.records().len(),
-        10,
-        "attempting and delivered for each of 5 pushes"
+        9,
+        "attempting and delivered for each of 4 pushes, and the suppressed repeat"
     );
 }
 

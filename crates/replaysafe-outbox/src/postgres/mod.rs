@@ -64,7 +64,9 @@ fn sql(operation: &'static str) -> impl FnOnce(tokio_postgres::Error) -> OutboxE
 /// - a restaging never adds a row (the key is the primary key);
 /// - an older `source_version` changes nothing, and neither does a restaging of the
 ///   same effect at the same version (a replay of unchanged data writes nothing);
-/// - a suppressed row takes the new staging's context and verdict; a pending row takes
+/// - a suppressed row takes the new staging's context and verdict, unless it is in doubt
+///   (`in_doubt`: a claim ended with no outcome, and its receiver cannot drop a repeat),
+///   which only an audited resend reopens; a pending row takes
 ///   them only from a staging that is itself pending; claimed, delivered and dead rows
 ///   keep theirs;
 /// - a delivered row whose payload changes is marked `changed_after_delivery` and is not
@@ -93,27 +95,27 @@ ON CONFLICT (idempotency_key) DO UPDATE SET
     source_version = excluded.source_version,
     updated_at_ms = excluded.updated_at_ms,
     changed_after_delivery = (o.delivered_sha256 IS NOT NULL AND o.delivered_sha256 <> excluded.payload_sha256),
-    status = CASE WHEN o.status = 'suppressed' THEN excluded.status ELSE o.status END,
-    next_attempt_at_ms = CASE WHEN o.status = 'suppressed' THEN excluded.next_attempt_at_ms ELSE o.next_attempt_at_ms END,
-    reasons = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.reasons ELSE o.reasons END,
-    run_id = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.run_id ELSE o.run_id END,
-    run_kind = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.run_kind ELSE o.run_kind END,
-    replay_flag = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.replay_flag ELSE o.replay_flag END,
-    backfill_id = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.backfill_id ELSE o.backfill_id END,
-    logical_date = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.logical_date ELSE o.logical_date END,
-    run_interval_start = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.run_interval_start ELSE o.run_interval_start END,
-    run_interval_end = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.run_interval_end ELSE o.run_interval_end END,
-    mode = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.mode ELSE o.mode END,
-    conflict = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.conflict ELSE o.conflict END,
-    max_age_ms = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.max_age_ms ELSE o.max_age_ms END,
-    clock_skew_ms = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.clock_skew_ms ELSE o.clock_skew_ms END,
-    opt_in = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in ELSE o.opt_in END,
-    window_known = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.window_known ELSE o.window_known END,
-    upstream = CASE WHEN o.status = 'suppressed' OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.upstream ELSE o.upstream END
+    status = CASE WHEN (o.status = 'suppressed' AND COALESCE(o.reasons, '') <> 'in_doubt') THEN excluded.status ELSE o.status END,
+    next_attempt_at_ms = CASE WHEN (o.status = 'suppressed' AND COALESCE(o.reasons, '') <> 'in_doubt') THEN excluded.next_attempt_at_ms ELSE o.next_attempt_at_ms END,
+    reasons = CASE WHEN (o.status = 'suppressed' AND COALESCE(o.reasons, '') <> 'in_doubt') OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.reasons ELSE o.reasons END,
+    run_id = CASE WHEN (o.status = 'suppressed' AND COALESCE(o.reasons, '') <> 'in_doubt') OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.run_id ELSE o.run_id END,
+    run_kind = CASE WHEN (o.status = 'suppressed' AND COALESCE(o.reasons, '') <> 'in_doubt') OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.run_kind ELSE o.run_kind END,
+    replay_flag = CASE WHEN (o.status = 'suppressed' AND COALESCE(o.reasons, '') <> 'in_doubt') OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.replay_flag ELSE o.replay_flag END,
+    backfill_id = CASE WHEN (o.status = 'suppressed' AND COALESCE(o.reasons, '') <> 'in_doubt') OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.backfill_id ELSE o.backfill_id END,
+    logical_date = CASE WHEN (o.status = 'suppressed' AND COALESCE(o.reasons, '') <> 'in_doubt') OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.logical_date ELSE o.logical_date END,
+    run_interval_start = CASE WHEN (o.status = 'suppressed' AND COALESCE(o.reasons, '') <> 'in_doubt') OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.run_interval_start ELSE o.run_interval_start END,
+    run_interval_end = CASE WHEN (o.status = 'suppressed' AND COALESCE(o.reasons, '') <> 'in_doubt') OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.run_interval_end ELSE o.run_interval_end END,
+    mode = CASE WHEN (o.status = 'suppressed' AND COALESCE(o.reasons, '') <> 'in_doubt') OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.mode ELSE o.mode END,
+    conflict = CASE WHEN (o.status = 'suppressed' AND COALESCE(o.reasons, '') <> 'in_doubt') OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.conflict ELSE o.conflict END,
+    max_age_ms = CASE WHEN (o.status = 'suppressed' AND COALESCE(o.reasons, '') <> 'in_doubt') OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.max_age_ms ELSE o.max_age_ms END,
+    clock_skew_ms = CASE WHEN (o.status = 'suppressed' AND COALESCE(o.reasons, '') <> 'in_doubt') OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.clock_skew_ms ELSE o.clock_skew_ms END,
+    opt_in = CASE WHEN (o.status = 'suppressed' AND COALESCE(o.reasons, '') <> 'in_doubt') OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in ELSE o.opt_in END,
+    window_known = CASE WHEN (o.status = 'suppressed' AND COALESCE(o.reasons, '') <> 'in_doubt') OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.window_known ELSE o.window_known END,
+    upstream = CASE WHEN (o.status = 'suppressed' AND COALESCE(o.reasons, '') <> 'in_doubt') OR (o.status = 'pending' AND excluded.status = 'pending') THEN excluded.upstream ELSE o.upstream END
 WHERE excluded.source_version >= o.source_version
   AND (excluded.source_version > o.source_version
     OR excluded.effect <> o.effect
-    OR (o.status = 'suppressed' AND excluded.status = 'pending'))";
+    OR ((o.status = 'suppressed' AND COALESCE(o.reasons, '') <> 'in_doubt') AND excluded.status = 'pending'))";
 
 /// The parameter types of [`STAGE_SQL`], given with the statement so that a staging is
 /// one round trip.
@@ -619,7 +621,8 @@ pub const CLAIM_SCAN_SQL: &str = "SELECT idempotency_key FROM replaysafe_outbox
     WHERE status = 'pending' AND next_attempt_at_ms <= $1 AND route = ANY($2)
     ORDER BY next_attempt_at_ms LIMIT $3 FOR UPDATE SKIP LOCKED";
 
-/// The columns of a row as [`claimed_row`] reads them, after a leading column it skips.
+/// The columns of a row as [`claimed_row`] reads them, after a leading column saying whether
+/// the row is claimed again after a lease ran out.
 const ROW_COLUMNS: &str = "idempotency_key, route, effect_kind, pipeline, run_id, run_kind, \
     replay_flag, backfill_id, window_start, window_end, logical_date, run_interval_start, \
     run_interval_end, mode, conflict, max_age_ms, clock_skew_ms, opt_in, effect, \
@@ -660,6 +663,7 @@ fn claimed_row(row: &Row, token: &str) -> Result<ClaimedRow, OutboxError> {
         summary: row.try_get(24).map_err(read)?,
         payload_bytes: row.try_get(25).map_err(read)?,
         claim_token: token.to_owned(),
+        reclaimed: row.try_get(0).map_err(read)?,
         key,
     })
 }
@@ -931,7 +935,7 @@ impl OutboxStore for PostgresOutbox {
         let rows = client
             .query(
                 &format!(
-                    "SELECT false, {ROW_COLUMNS} FROM replaysafe_outbox \
+                    "SELECT status = 'claimed', {ROW_COLUMNS} FROM replaysafe_outbox \
                      WHERE ((status = 'pending' AND next_attempt_at_ms <= $1) \
                         OR (status = 'claimed' AND lease_until_ms <= $1)) \
                        AND idempotency_key > $2 AND route = ANY($3) \

@@ -60,7 +60,9 @@ pub fn configure(conn: &Connection) -> Result<(), OutboxError> {
 /// - a restaging never adds a row (the key is the primary key);
 /// - an older `source_version` changes nothing, and neither does a restaging of the
 ///   same effect at the same version (a replay of unchanged data writes nothing);
-/// - a suppressed row takes the new staging's context and verdict; a pending row takes
+/// - a suppressed row takes the new staging's context and verdict, unless it is in doubt
+///   (`in_doubt`: a claim ended with no outcome, and its receiver cannot drop a repeat),
+///   which only an audited resend reopens; a pending row takes
 ///   them only from a staging that is itself pending, so a replay never demotes a row a
 ///   current run staged; claimed, delivered and dead rows keep theirs;
 /// - a delivered row whose payload changes is marked `changed_after_delivery` and is not
@@ -89,27 +91,27 @@ ON CONFLICT (idempotency_key) DO UPDATE SET
     source_version = excluded.source_version,
     updated_at_ms = excluded.updated_at_ms,
     changed_after_delivery = (delivered_sha256 IS NOT NULL AND delivered_sha256 <> excluded.payload_sha256),
-    status = CASE WHEN status = 'suppressed' THEN excluded.status ELSE status END,
-    next_attempt_at_ms = CASE WHEN status = 'suppressed' THEN excluded.next_attempt_at_ms ELSE next_attempt_at_ms END,
-    reasons = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.reasons ELSE reasons END,
-    run_id = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.run_id ELSE run_id END,
-    run_kind = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.run_kind ELSE run_kind END,
-    replay_flag = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.replay_flag ELSE replay_flag END,
-    backfill_id = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.backfill_id ELSE backfill_id END,
-    logical_date = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.logical_date ELSE logical_date END,
-    run_interval_start = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.run_interval_start ELSE run_interval_start END,
-    run_interval_end = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.run_interval_end ELSE run_interval_end END,
-    mode = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.mode ELSE mode END,
-    conflict = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.conflict ELSE conflict END,
-    max_age_ms = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.max_age_ms ELSE max_age_ms END,
-    clock_skew_ms = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.clock_skew_ms ELSE clock_skew_ms END,
-    opt_in = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in ELSE opt_in END,
-    window_known = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.window_known ELSE window_known END,
-    upstream = CASE WHEN status = 'suppressed' OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.upstream ELSE upstream END
+    status = CASE WHEN (status = 'suppressed' AND COALESCE(reasons, '') <> 'in_doubt') THEN excluded.status ELSE status END,
+    next_attempt_at_ms = CASE WHEN (status = 'suppressed' AND COALESCE(reasons, '') <> 'in_doubt') THEN excluded.next_attempt_at_ms ELSE next_attempt_at_ms END,
+    reasons = CASE WHEN (status = 'suppressed' AND COALESCE(reasons, '') <> 'in_doubt') OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.reasons ELSE reasons END,
+    run_id = CASE WHEN (status = 'suppressed' AND COALESCE(reasons, '') <> 'in_doubt') OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.run_id ELSE run_id END,
+    run_kind = CASE WHEN (status = 'suppressed' AND COALESCE(reasons, '') <> 'in_doubt') OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.run_kind ELSE run_kind END,
+    replay_flag = CASE WHEN (status = 'suppressed' AND COALESCE(reasons, '') <> 'in_doubt') OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.replay_flag ELSE replay_flag END,
+    backfill_id = CASE WHEN (status = 'suppressed' AND COALESCE(reasons, '') <> 'in_doubt') OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.backfill_id ELSE backfill_id END,
+    logical_date = CASE WHEN (status = 'suppressed' AND COALESCE(reasons, '') <> 'in_doubt') OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.logical_date ELSE logical_date END,
+    run_interval_start = CASE WHEN (status = 'suppressed' AND COALESCE(reasons, '') <> 'in_doubt') OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.run_interval_start ELSE run_interval_start END,
+    run_interval_end = CASE WHEN (status = 'suppressed' AND COALESCE(reasons, '') <> 'in_doubt') OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.run_interval_end ELSE run_interval_end END,
+    mode = CASE WHEN (status = 'suppressed' AND COALESCE(reasons, '') <> 'in_doubt') OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.mode ELSE mode END,
+    conflict = CASE WHEN (status = 'suppressed' AND COALESCE(reasons, '') <> 'in_doubt') OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.conflict ELSE conflict END,
+    max_age_ms = CASE WHEN (status = 'suppressed' AND COALESCE(reasons, '') <> 'in_doubt') OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.max_age_ms ELSE max_age_ms END,
+    clock_skew_ms = CASE WHEN (status = 'suppressed' AND COALESCE(reasons, '') <> 'in_doubt') OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.clock_skew_ms ELSE clock_skew_ms END,
+    opt_in = CASE WHEN (status = 'suppressed' AND COALESCE(reasons, '') <> 'in_doubt') OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.opt_in ELSE opt_in END,
+    window_known = CASE WHEN (status = 'suppressed' AND COALESCE(reasons, '') <> 'in_doubt') OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.window_known ELSE window_known END,
+    upstream = CASE WHEN (status = 'suppressed' AND COALESCE(reasons, '') <> 'in_doubt') OR (status = 'pending' AND excluded.status = 'pending') THEN excluded.upstream ELSE upstream END
 WHERE excluded.source_version >= source_version
   AND (excluded.source_version > source_version
     OR excluded.effect <> effect
-    OR (status = 'suppressed' AND excluded.status = 'pending'))";
+    OR ((status = 'suppressed' AND COALESCE(reasons, '') <> 'in_doubt') AND excluded.status = 'pending'))";
 
 /// Stages `effect` for `route` inside the caller's transaction `tx`.
 ///
@@ -311,7 +313,10 @@ const CLAIM_COLUMNS: &str = "idempotency_key, route, effect_kind, pipeline, run_
     run_interval_end, mode, conflict, max_age_ms, clock_skew_ms, opt_in, effect, \
     payload_sha256, attempts, message_type, target, summary, payload_bytes, window_known, upstream";
 
-fn claimed_row(row: &Row<'_>, token: &str) -> rusqlite::Result<ClaimedRow> {
+/// How many columns [`CLAIM_COLUMNS`] names.
+const CLAIM_COLUMN_COUNT: usize = 27;
+
+fn claimed_row(row: &Row<'_>, token: &str, reclaimed: bool) -> rusqlite::Result<ClaimedRow> {
     Ok(ClaimedRow {
         key: row.get(0)?,
         route: row.get(1)?,
@@ -343,6 +348,7 @@ fn claimed_row(row: &Row<'_>, token: &str) -> rusqlite::Result<ClaimedRow> {
         summary: row.get(23)?,
         payload_bytes: row.get(24)?,
         claim_token: token.to_owned(),
+        reclaimed,
     })
 }
 
@@ -395,7 +401,9 @@ fn claim(conn: &mut Connection, request: &ClaimRequest) -> Result<Vec<ClaimedRow
             params.extend(request.routes.iter().map(|r| r as &dyn rusqlite::ToSql));
             let mut statement = tx.prepare_cached(&query).map_err(sql("claiming rows"))?;
             let rows = statement
-                .query_map(params.as_slice(), |row| claimed_row(row, &token))
+                .query_map(params.as_slice(), |row| {
+                    claimed_row(row, &token, reclaiming)
+                })
                 .map_err(sql("claiming rows"))?
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(sql("claiming rows"))?;
@@ -767,7 +775,7 @@ impl OutboxStore for SqliteOutbox {
         let after = after.unwrap_or_default().to_owned();
         self.run("looking at due rows", move |conn| {
             let query = format!(
-                "SELECT {CLAIM_COLUMNS} FROM replaysafe_outbox \
+                "SELECT {CLAIM_COLUMNS}, status = 'claimed' FROM replaysafe_outbox \
                  WHERE ((status = 'pending' AND next_attempt_at_ms <= ?1) \
                     OR (status = 'claimed' AND lease_until_ms <= ?1)) \
                    AND idempotency_key > ?2 AND route IN ({}) \
@@ -780,7 +788,9 @@ impl OutboxStore for SqliteOutbox {
             params.extend(routes.iter().map(|r| r as &dyn rusqlite::ToSql));
             let mut statement = conn.prepare(&query).map_err(sql("looking at due rows"))?;
             statement
-                .query_map(params.as_slice(), |row| claimed_row(row, ""))
+                .query_map(params.as_slice(), |row| {
+                    claimed_row(row, "", row.get(CLAIM_COLUMN_COUNT)?)
+                })
                 .map_err(sql("looking at due rows"))?
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(sql("looking at due rows"))

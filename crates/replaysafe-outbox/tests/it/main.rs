@@ -1,4 +1,5 @@
 mod end_to_end;
+mod memory;
 mod ops;
 #[cfg(feature = "postgres")]
 mod postgres;

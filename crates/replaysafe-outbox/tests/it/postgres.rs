@@ -921,7 +921,7 @@ impl EffectClient for Pausing {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_connection_cut_mid_delivery_leaves_the_row_to_be_reclaimed_after_its_lease_and_delivered_once()
+async fn a_connection_cut_mid_delivery_leaves_the_row_to_be_reclaimed_after_its_lease_and_not_sent_twice()
  {
     let fx = PgFixture::new().await;
     let port = postgres::parse_url(&fx.url).unwrap().get_ports()[0];
@@ -999,8 +999,8 @@ async fn a_connection_cut_mid_delivery_leaves_the_row_to_be_reclaimed_after_its_
         "claimed with the lease over: in doubt"
     );
 
-    // The database is back: the worker's pool reconnects, the row is reclaimed and
-    // delivered again under the same key, and completed once.
+    // The database is back: the worker's pool reconnects and the row is reclaimed; the
+    // journal saw the delivery, so it is completed delivered without a second one.
     proxy.block(false);
     let done = tokio::time::timeout(Duration::from_secs(60), async {
         while fx.text(&staged.key, "status").await.as_deref() != Some("delivered") {
@@ -1014,10 +1014,70 @@ async fn a_connection_cut_mid_delivery_leaves_the_row_to_be_reclaimed_after_its_
     assert!(stats.store_errors >= 1, "{stats:?}");
     assert_eq!(
         *client.delivered.lock().unwrap(),
-        [staged.key.clone(), staged.key.clone()],
-        "one raw re-delivery, under the row's key, which the receiver de-duplicates"
+        std::slice::from_ref(&staged.key),
+        "no second delivery: the journal remembered the first"
+    );
+    assert_eq!(
+        fx.journal.records().last().unwrap().reasons,
+        ["already_delivered"]
     );
     assert_eq!(fx.text(&staged.key, "attempts").await.as_deref(), Some("2"));
     let counters = fx.outbox.counters().await.unwrap();
     assert_eq!((counters.reclaimed, counters.stale_completions), (1, 0));
+}
+
+#[tokio::test]
+async fn a_reclaimed_row_whose_attempt_began_is_in_doubt_until_an_audited_resend() {
+    use replaysafe_core::Journal;
+    use replaysafe_core::journal::{JournalDecision, JournalRecord, RecordEffect, RecordWindow};
+    let fx = PgFixture::new().await;
+    let staged = fx.stage(&fx.live(), &Note::new("daily_total", "42")).await;
+    let abandoned = fx
+        .outbox
+        .claim(&request(contexts::now(), 10))
+        .await
+        .unwrap();
+    assert_eq!(abandoned.len(), 1);
+    // The killed worker's guard had journaled the attempt, and nothing after it.
+    let window = contexts::current_window();
+    let attempting = JournalRecord::new(
+        contexts::now(),
+        JournalDecision::Attempting,
+        "daily_orders",
+        "scheduled__killed",
+        "scheduled",
+        RecordWindow::new(window.start(), window.end()),
+        RecordEffect::new("webhook", "daily_total", "t", &staged.key, "00", 2),
+    )
+    .with_attempt(1);
+    fx.journal.append(&attempting.entry()).unwrap();
+    fx.clock.advance(TimeDelta::seconds(31));
+
+    let worker = fx.worker().build().unwrap();
+    let stats = worker.drain().await.unwrap();
+    assert_eq!((stats.suppressed, stats.delivered), (1, 0));
+    assert!(fx.client.received().is_empty());
+    assert_eq!(
+        fx.text(&staged.key, "reasons").await.as_deref(),
+        Some("in_doubt")
+    );
+
+    // Restaging does not reopen it; an audited resend does.
+    fx.stage(&fx.live(), &Note::new("daily_total", "43")).await;
+    assert_eq!(
+        fx.text(&staged.key, "status").await.as_deref(),
+        Some("suppressed")
+    );
+    assert_eq!(worker.drain().await.unwrap().claimed, 0);
+    let action = OperatorAction::new("the partner confirmed it never arrived", "jane@ops").unwrap();
+    fx.outbox
+        .resend(
+            std::slice::from_ref(&staged.key),
+            &action,
+            contexts::now() + TimeDelta::seconds(31),
+        )
+        .await
+        .unwrap();
+    assert_eq!(worker.drain().await.unwrap().delivered, 1);
+    assert_eq!(fx.client.received().len(), 1);
 }

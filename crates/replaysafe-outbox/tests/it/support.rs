@@ -44,6 +44,8 @@ pub(crate) struct NoteClient {
     pub(crate) on_deliver: Arc<Mutex<Option<tokio::sync::oneshot::Sender<()>>>>,
     /// Moves this clock forward on every delivery (a worker held up mid-batch).
     pub(crate) slow: Arc<Mutex<Option<Slowdown>>>,
+    /// Stands for a receiver that drops repeats by key (default: one that cannot).
+    pub(crate) dedupes: bool,
 }
 
 impl NoteClient {
@@ -86,6 +88,10 @@ impl EffectClient for NoteClient {
             .unwrap()
             .push((delivery.key().as_str().to_owned(), note.clone()));
         Ok(())
+    }
+
+    fn dedupes_by_key(&self) -> bool {
+        self.dedupes
     }
 }
 

@@ -1,7 +1,7 @@
 //! Live drops against the real sshd: bytes, atomic rename, idempotency, conflicts.
 
 use replaysafe_core::journal::JournalDecision;
-use replaysafe_core::{Classify, SendError};
+use replaysafe_core::{Classify, Outcome, Reason, SendError};
 use replaysafe_sftp::{DropStatus, FileDrop};
 use replaysafe_test::contexts;
 
@@ -75,6 +75,15 @@ async fn a_repeated_drop_uploads_nothing_and_says_already_present() {
         .unwrap();
     let inode = inode(&server.upload.join(&name));
 
+    // The journal remembers the drop: the repeat opens no session at all.
+    let remembered = guard.send(&contexts::live(), &drop).await.unwrap();
+    let Outcome::Suppressed(remembered) = remembered else {
+        panic!("a drop the journal knows was sent again");
+    };
+    assert_eq!(remembered.reasons, [Reason::AlreadyDelivered]);
+
+    // Without the ledger (a process with another journal), the server's own check.
+    let guard = guard.with_ledger(false);
     let second = guard.send(&contexts::live(), &drop).await.unwrap();
     let receipt = second.receipt().unwrap();
     assert_eq!(receipt.status, DropStatus::AlreadyPresent);
@@ -95,8 +104,8 @@ async fn a_repeated_drop_uploads_nothing_and_says_already_present() {
     assert!(server.temporary_files_of(&name).is_empty());
     assert_eq!(
         journal.len(),
-        4,
-        "both deliveries are journaled, each after its attempting record"
+        5,
+        "both deliveries are journaled, each after its attempting record, and the suppression"
     );
 }
 
@@ -104,6 +113,8 @@ async fn a_repeated_drop_uploads_nothing_and_says_already_present() {
 async fn different_content_under_the_same_name_is_a_permanent_conflict() {
     let server = server();
     let (guard, journal) = server.guard();
+    // The server's own check, as a process with another journal meets it.
+    let guard = guard.with_ledger(false);
     let name = format!("{}.csv", unique("conflict"));
     let original = payload("original", 50_000);
     guard
@@ -147,6 +158,8 @@ async fn different_content_under_the_same_name_is_a_permanent_conflict() {
 async fn overwrite_replaces_a_different_file_only_when_enabled() {
     let server = server();
     let (guard, _journal) = guard_from(server.builder().overwrite(true));
+    // The server's own check, as a process with another journal meets it.
+    let guard = guard.with_ledger(false);
     assert!(guard.unguarded_ref().overwrites());
     let name = format!("{}.csv", unique("overwrite"));
     guard

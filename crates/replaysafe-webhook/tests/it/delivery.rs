@@ -148,19 +148,23 @@ async fn rotated_secrets_each_sign_the_delivery() {
 #[tokio::test]
 async fn same_logical_effect_from_two_runs_carries_the_same_ids() {
     let receiver = Receiver::start().await;
-    let client = WebhookClient::builder(receiver.url("/hooks"))
-        .signing_secret(SecretString::from(SECRET))
-        .ssrf_policy(loopback_only())
-        .build(MemoryJournal::new())
-        .unwrap();
+    // Two workers, each with its own journal: no ledger between them, the receiver
+    // de-duplicates by the ids.
+    let client = || {
+        WebhookClient::builder(receiver.url("/hooks"))
+            .signing_secret(SecretString::from(SECRET))
+            .ssrf_policy(loopback_only())
+            .build(MemoryJournal::new())
+            .unwrap()
+    };
 
     let first_run = contexts::live();
     let second_run = contexts::live()
         .with_run_id(RunId::new("scheduled__2026-08-05T00:00:00Z__attempt_2").unwrap())
         .with_run_kind(RunKind::Retry);
     assert_ne!(first_run.run_id(), second_run.run_id());
-    let first = client.send(&first_run, &order_totals()).await.unwrap();
-    let second = client.send(&second_run, &order_totals()).await.unwrap();
+    let first = client().send(&first_run, &order_totals()).await.unwrap();
+    let second = client().send(&second_run, &order_totals()).await.unwrap();
     assert!(first.is_delivered() && second.is_delivered());
     assert_eq!(first.key(), second.key());
 
@@ -176,7 +180,7 @@ async fn same_logical_effect_from_two_runs_carries_the_same_ids() {
     assert_eq!(requests[0].header("webhook-id"), Some(first.key().as_str()));
 
     // Another logical effect (another event type) gets another id.
-    let other = client
+    let other = client()
         .send(
             &first_run,
             &Webhook::json("orders.refunds", json!({"refunds": 3})),

@@ -1,0 +1,372 @@
+//! Memory through the real binary: a key once delivered is not delivered again by another
+//! process, processes racing on one key deliver it once, and a key left in doubt by a
+//! killed process is sent again only to a receiver that drops repeats.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use replaysafe_core::journal::{JournalDecision, JournalReader, JournalRecord};
+
+use crate::send::environments;
+
+/// The binary with no `REPLAYSAFE_` or `AIRFLOW_CTX_` variable of this process, as a
+/// process that can be killed.
+fn clean_command() -> std::process::Command {
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("replaysafe"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("REPLAYSAFE_") || key.starts_with("AIRFLOW_CTX_") {
+            command.env_remove(key);
+        }
+    }
+    command.stdin(Stdio::null());
+    command
+}
+
+fn records(path: &Path) -> Vec<JournalRecord> {
+    JournalReader::open(path)
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// The messages in `maildir` whose text contains `subject`.
+fn arrived(maildir: &Path, subject: &str) -> usize {
+    std::fs::read_dir(maildir.join("new"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|entry| {
+                    std::fs::read_to_string(entry.path()).is_ok_and(|text| text.contains(subject))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// `replaysafe send email` of one message to one recipient, as a command to run.
+fn send_email(
+    port: &str,
+    subject: &str,
+    env: &[(String, String)],
+    journal: &Path,
+) -> std::process::Command {
+    let mut command = clean_command();
+    command
+        .args([
+            "send",
+            "email",
+            "--smtp",
+            &format!("smtp://127.0.0.1:{port}"),
+        ])
+        .args([
+            "--from",
+            "reports@shop.example",
+            "--to",
+            "ana@memory.example",
+        ])
+        .args(["--subject", subject, "--body", "42 orders"])
+        .args(["--message-type", "daily_summary"])
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env("REPLAYSAFE_JOURNAL", journal);
+    command
+}
+
+fn smtp_server() -> (String, PathBuf) {
+    (
+        replaysafe_test::services::require("REPLAYSAFE_TEST_SMTP_PORT"),
+        PathBuf::from(replaysafe_test::services::require(
+            "REPLAYSAFE_TEST_SMTP_MAILDIR",
+        )),
+    )
+}
+
+#[test]
+fn the_same_email_from_another_process_is_not_sent_again_unless_the_ledger_is_off() {
+    let (port, maildir) = smtp_server();
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal.jsonl");
+    let subject = format!("memory sequential {}", std::process::id());
+    let (_, scheduled) = environments().into_iter().next().unwrap();
+
+    let first = send_email(&port, &subject, &scheduled, &journal)
+        .output()
+        .unwrap();
+    assert_eq!(first.status.code(), Some(0));
+    // A retry of the task: another try number, the same window, the same journal.
+    let mut retry = scheduled.clone();
+    retry.push(("AIRFLOW_CTX_TRY_NUMBER".into(), "2".into()));
+    let second = send_email(&port, &subject, &retry, &journal)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("suppressed email daily_summary to *@memory.example: already_delivered"),
+        "{stderr}"
+    );
+    assert_eq!(arrived(&maildir, &subject), 1);
+    let suppressed = records(&journal).pop().unwrap();
+    assert_eq!(suppressed.reasons, ["already_delivered"]);
+    assert!(
+        suppressed
+            .note
+            .as_deref()
+            .is_some_and(|note| note.contains("scheduled__2026-11-29T00:00:00+00:00")),
+        "{:?}",
+        suppressed.note
+    );
+
+    // Meant to repeat: delivered again, and journaled as such.
+    let third = send_email(&port, &subject, &retry, &journal)
+        .arg("--no-ledger")
+        .output()
+        .unwrap();
+    assert_eq!(third.status.code(), Some(0));
+    assert_eq!(arrived(&maildir, &subject), 2);
+    let delivered = records(&journal).pop().unwrap();
+    assert_eq!(delivered.decision, JournalDecision::Delivered);
+    assert!(
+        delivered
+            .note
+            .as_deref()
+            .is_some_and(|note| note.starts_with("ledger off"))
+    );
+}
+
+#[test]
+fn processes_racing_on_one_email_send_it_once() {
+    let (port, maildir) = smtp_server();
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal.jsonl");
+    let subject = format!("memory race {}", std::process::id());
+    let (_, scheduled) = environments().into_iter().next().unwrap();
+    let racers: Vec<Child> = (0..4)
+        .map(|_| {
+            send_email(&port, &subject, &scheduled, &journal)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut racer in racers {
+        assert_eq!(racer.wait().unwrap().code(), Some(0));
+    }
+    assert_eq!(arrived(&maildir, &subject), 1);
+    let all = records(&journal);
+    let count = |decision| all.iter().filter(|r| r.decision == decision).count();
+    assert_eq!(count(JournalDecision::Delivered), 1);
+    assert_eq!(count(JournalDecision::Suppressed), 3);
+}
+
+/// An aiosmtpd that stores each message, then holds its answer to the first one for a
+/// minute: a sender killed meanwhile never learns the outcome.
+const HOLDING_SMTP: &str = r#"
+import asyncio, signal, sys, threading
+from aiosmtpd.controller import Controller
+from aiosmtpd.handlers import Mailbox
+
+class Holding(Mailbox):
+    held = False
+    async def handle_DATA(self, server, session, envelope):
+        answer = await super().handle_DATA(server, session, envelope)
+        if not Holding.held:
+            Holding.held = True
+            await asyncio.sleep(60)
+        return answer
+
+controller = Controller(Holding(sys.argv[1]), hostname="127.0.0.1", port=int(sys.argv[2]))
+controller.start()
+print("READY", flush=True)
+stop = threading.Event()
+for number in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(number, lambda *_: stop.set())
+stop.wait()
+controller.stop()
+"#;
+
+/// A [`HOLDING_SMTP`] server this test starts, stopped by its own handle.
+struct HoldingSmtp {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl HoldingSmtp {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .unwrap()
+            .port();
+        let mut child = std::process::Command::new("/usr/bin/python3")
+            .args(["-c", HOLDING_SMTP])
+            .arg(dir.path().join("maildir"))
+            .arg(port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting aiosmtpd");
+        let stdout = child.stdout.take().unwrap();
+        let ready = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|line| line.starts_with("READY"));
+        assert!(ready, "the holding aiosmtpd did not start");
+        HoldingSmtp { child, port, dir }
+    }
+
+    fn maildir(&self) -> PathBuf {
+        self.dir.path().join("maildir")
+    }
+}
+
+impl Drop for HoldingSmtp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until `done` holds, for at most 30 s.
+fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn an_email_whose_sender_was_killed_after_the_server_took_it_is_in_doubt_and_not_sent_again() {
+    let server = HoldingSmtp::start();
+    let port = server.port.to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal.jsonl");
+    let subject = format!("memory in doubt {}", std::process::id());
+    let (_, scheduled) = environments().into_iter().next().unwrap();
+
+    let mut sender = send_email(&port, &subject, &scheduled, &journal)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the server to store the message", || {
+        arrived(&server.maildir(), &subject) == 1
+    });
+    sender.kill().unwrap();
+    sender.wait().unwrap();
+    let left = records(&journal);
+    assert_eq!(
+        left.iter().map(|r| r.decision).collect::<Vec<_>>(),
+        [JournalDecision::Attempting],
+        "killed between the server's acceptance and the outcome"
+    );
+
+    let again = send_email(&port, &subject, &scheduled, &journal)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains(": in_doubt"), "{stderr}");
+    assert_eq!(arrived(&server.maildir(), &subject), 1, "sent again");
+
+    let report = clean_command()
+        .args(["report", "--fail-on", "in-doubt"])
+        .arg(&journal)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&report.stdout);
+    assert_eq!(report.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("in doubt"), "{stdout}");
+}
+
+#[test]
+fn a_webhook_left_in_doubt_is_sent_again_under_the_same_key() {
+    // A receiver that never answers its first request, and answers 200 after that.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let keys = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = keys.clone();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            let mut key = String::new();
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                let lower = line.to_ascii_lowercase();
+                if let Some(value) = lower.strip_prefix("content-length:") {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+                if let Some(value) = lower.strip_prefix("idempotency-key:") {
+                    key = value.trim().to_owned();
+                }
+                line.clear();
+            }
+            let mut body = vec![0; length];
+            let _ = std::io::Read::read_exact(&mut reader, &mut body);
+            let first = {
+                let mut keys = seen.lock().unwrap();
+                keys.push(key);
+                keys.len() == 1
+            };
+            if first {
+                held.push(stream);
+                continue;
+            }
+            let _ = (&stream)
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal.jsonl");
+    let (_, scheduled) = environments().into_iter().next().unwrap();
+    let send = || {
+        let mut command = clean_command();
+        command
+            .args([
+                "send",
+                "webhook",
+                "--url",
+                &format!("http://{address}/hooks"),
+            ])
+            .args([
+                "--event-type",
+                "orders.published",
+                "--data",
+                "{\"orders\":42}",
+            ])
+            .args(["--allow-host", "127.0.0.1"])
+            .envs(scheduled.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("REPLAYSAFE_JOURNAL", &journal);
+        command
+    };
+    let mut sender = send()
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the first request", || keys.lock().unwrap().len() == 1);
+    sender.kill().unwrap();
+    sender.wait().unwrap();
+
+    let again = send().output().unwrap();
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("delivered webhook"), "{stderr}");
+    let keys = keys.lock().unwrap().clone();
+    assert_eq!(keys.len(), 2);
+    assert!(!keys[0].is_empty());
+    assert_eq!(
+        keys[0], keys[1],
+        "the same key, which the receiver de-duplicates"
+    );
+}
