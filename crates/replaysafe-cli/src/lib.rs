@@ -21,6 +21,7 @@ pub mod diff;
 pub mod duration;
 pub mod html;
 pub mod input;
+pub mod journals;
 pub mod outbox;
 pub mod plan;
 pub mod render;

@@ -11,9 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, anyhow, bail};
 use chrono::{DateTime, Utc};
 use indicatif::{ProgressBar, ProgressStyle};
-use replaysafe_core::{
-    EnvVarName, GuardLayer, JsonlJournal, OptIn, RecencyPolicy, TrustedApprovers,
-};
+use replaysafe_core::{EnvVarName, GuardLayer, Journal, OptIn, RecencyPolicy, TrustedApprovers};
 use replaysafe_outbox::postgres::PostgresOutbox;
 use replaysafe_outbox::sqlite::SqliteOutbox;
 use replaysafe_outbox::{
@@ -219,21 +217,9 @@ impl Database {
             return Ok(Database::Sqlite(outbox));
         }
         if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-            let mut config = replaysafe_outbox::postgres::parse_url(text)
-                .map_err(|e| anyhow!("--database: {e}"))?;
-            if config.get_password().is_none()
-                && let Ok(password) = std::env::var("PGPASSWORD")
-            {
-                config.password(password);
-            }
             // Errors name the database without its password or query.
-            let shown = url::Url::parse(text)
-                .map(|mut url| {
-                    let _ = url.set_password(None);
-                    url.set_query(None);
-                    url.to_string()
-                })
-                .unwrap_or_else(|_| "postgres://…".to_owned());
+            let (config, shown) =
+                crate::journals::postgres_config(text).map_err(|e| anyhow!("--database: {e}"))?;
             let mut builder = PostgresOutbox::builder(config).pool_size(pool_size);
             if access != Access::Migrate {
                 builder = builder.existing_schema();
@@ -738,7 +724,7 @@ impl ActionArgs {
     fn parse(
         &self,
         now: DateTime<Utc>,
-    ) -> anyhow::Result<(OperatorAction, Arc<JsonlJournal>, Option<TrustedApprovers>)> {
+    ) -> anyhow::Result<(OperatorAction, Arc<dyn Journal>, Option<TrustedApprovers>)> {
         let flag = |e: replaysafe_outbox::OutboxError| match e {
             replaysafe_outbox::OutboxError::Invalid { field, reason } => {
                 anyhow!("--{}: {reason}", field.replace('_', "-"))
@@ -774,7 +760,7 @@ impl ActionArgs {
     }
 }
 
-fn open_journal(path: Option<&Path>) -> anyhow::Result<Arc<JsonlJournal>> {
+fn open_journal(path: Option<&Path>) -> anyhow::Result<Arc<dyn Journal>> {
     let path = path
         .map(Path::to_path_buf)
         .or_else(|| std::env::var_os("REPLAYSAFE_JOURNAL").map(PathBuf::from))
@@ -783,7 +769,7 @@ fn open_journal(path: Option<&Path>) -> anyhow::Result<Arc<JsonlJournal>> {
                 "no journal: set REPLAYSAFE_JOURNAL or pass --journal (every decision is journaled)"
             )
         })?;
-    Ok(Arc::new(JsonlJournal::open(&path)?))
+    crate::journals::open(&path, "the journal")
 }
 
 /// The routes file: route names mapped to client configurations, the same types every
@@ -875,7 +861,7 @@ impl RoutesFile {
     pub fn add_to(
         &self,
         mut builder: WorkerBuilder,
-        journal: &Arc<JsonlJournal>,
+        journal: &Arc<dyn Journal>,
     ) -> anyhow::Result<WorkerBuilder> {
         for (name, route) in &self.routes {
             let failed = |field: Option<&str>, e: &(dyn std::error::Error + 'static)| {

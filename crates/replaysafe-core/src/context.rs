@@ -343,6 +343,18 @@ impl ReplayContext {
             field: crate::env::vars::JOURNAL,
             hint: "set REPLAYSAFE_JOURNAL to the journal's path (or pass --journal on the command line)",
         })?;
+        let text = path.to_string_lossy();
+        if ["postgres://", "postgresql://", "sqlite:"]
+            .iter()
+            .any(|scheme| text.starts_with(scheme))
+        {
+            // The URL may hold a password: it is not repeated.
+            return Err(Error::invalid(
+                crate::env::vars::JOURNAL,
+                "a database URL",
+                "names a database journal, which this crate does not open: open it with replaysafe_outbox::postgres::PostgresJournal or replaysafe_outbox::sqlite::SqliteJournal (the replaysafe command line does)",
+            ));
+        }
         Ok(Arc::new(crate::JsonlJournal::open(path)?))
     }
 

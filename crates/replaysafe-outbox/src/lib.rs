@@ -79,6 +79,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod error;
+mod journal;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod route;
@@ -88,6 +89,7 @@ mod store;
 mod worker;
 
 pub use error::OutboxError;
+pub use journal::JournalQuery;
 pub use route::{MAX_ROUTE_NAME, Route};
 pub use row::{SourceVersion, Staged, Status};
 pub use rusqlite;

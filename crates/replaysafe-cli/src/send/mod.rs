@@ -35,7 +35,7 @@ use std::sync::Arc;
 use anyhow::{Context, anyhow, bail};
 use chrono::TimeDelta;
 use replaysafe_core::{
-    Classify, EffectClient, EffectKind, EnvVarName, Guard, JsonlJournal, Outcome, RedactionPolicy,
+    Classify, EffectClient, EffectKind, EnvVarName, Guard, Journal, Outcome, RedactionPolicy,
     ReplayContext, SendError, TargetRedaction,
 };
 
@@ -244,12 +244,12 @@ fn flag_for(
 
 /// The guard layer every send builds its client on: the journal, consulted as the key's
 /// memory unless `--no-ledger`.
-fn layer(common: &Common, journal: &Arc<JsonlJournal>) -> replaysafe_core::GuardLayer {
+fn layer(common: &Common, journal: &Arc<dyn Journal>) -> replaysafe_core::GuardLayer {
     replaysafe_core::GuardLayer::new(journal.clone()).with_ledger(!common.no_ledger)
 }
 
 /// The context from the environment, with `--max-age` applied, and the journal.
-fn context_and_journal(common: &Common) -> anyhow::Result<(ReplayContext, Arc<JsonlJournal>)> {
+fn context_and_journal(common: &Common) -> anyhow::Result<(ReplayContext, Arc<dyn Journal>)> {
     let cx = crate::approve::send_context(&common.opt_in)?;
     let mut recency = cx.recency().clone();
     for (kind, age) in &common.max_age {
@@ -266,8 +266,7 @@ fn context_and_journal(common: &Common) -> anyhow::Result<(ReplayContext, Arc<Js
         ),
     };
     // A path that is not a regular file (/dev/null, a FIFO) is refused: it keeps nothing.
-    let journal = JsonlJournal::open(&path).with_context(|| named_by.to_owned())?;
-    Ok((cx, Arc::new(journal)))
+    Ok((cx, crate::journals::open(&path, named_by)?))
 }
 
 /// `send`'s exit code when an attempt was made and its outcome (`delivered` or `failed`)
@@ -369,8 +368,8 @@ fn announce<R, E: std::error::Error + Classify + 'static>(
 }
 
 /// Flushes the journal and says how the send ended.
-fn finish(journal: &JsonlJournal, failed: anyhow::Result<bool>) -> anyhow::Result<Ended> {
-    replaysafe_core::Journal::flush(journal)?;
+fn finish(journal: &dyn Journal, failed: anyhow::Result<bool>) -> anyhow::Result<Ended> {
+    journal.flush()?;
     Ok(if failed? { Ended::Failed } else { Ended::Done })
 }
 
@@ -409,7 +408,7 @@ async fn send_one<C>(
     effect: &C::Effect,
     what: &str,
     flag_of: impl Fn(&C::Error) -> String,
-    journal: &JsonlJournal,
+    journal: &dyn Journal,
 ) -> anyhow::Result<Ended>
 where
     C: EffectClient,

@@ -370,3 +370,72 @@ fn a_webhook_left_in_doubt_is_sent_again_under_the_same_key() {
         "the same key, which the receiver de-duplicates"
     );
 }
+
+/// A fresh database on the test server: (its URL without the password, the password).
+fn fresh_postgres() -> (String, String) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let url = runtime.block_on(async {
+        let admin = replaysafe_test::services::require("REPLAYSAFE_TEST_POSTGRES_URL");
+        let (client, connection) = replaysafe_outbox::tokio_postgres::connect(
+            &admin,
+            replaysafe_outbox::tokio_postgres::NoTls,
+        )
+        .await
+        .unwrap();
+        tokio::spawn(connection);
+        let name = format!("journal_{:016x}", fastrand::u64(..));
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+        format!("{}/{name}", admin.rsplit_once('/').unwrap().0)
+    });
+    crate::outbox::split_password(&url)
+}
+
+#[test]
+fn a_database_journal_is_the_ledger_of_every_process_sharing_it() {
+    let (port, maildir) = smtp_server();
+    let dir = tempfile::tempdir().unwrap();
+    let (postgres, password) = fresh_postgres();
+    let sqlite = format!("sqlite:{}", dir.path().join("journal.db").display());
+    let (_, scheduled) = environments().into_iter().next().unwrap();
+    for (name, journal) in [("postgres", &postgres), ("sqlite", &sqlite)] {
+        let subject = format!("memory {name} {}", std::process::id());
+        let racers: Vec<Child> = (0..4)
+            .map(|_| {
+                send_email(&port, &subject, &scheduled, Path::new(journal))
+                    .env("PGPASSWORD", &password)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for mut racer in racers {
+            assert_eq!(racer.wait().unwrap().code(), Some(0), "{name}");
+        }
+        assert_eq!(arrived(&maildir, &subject), 1, "{name}");
+    }
+
+    // A wrong password: exit 2, nothing sent, the password not repeated.
+    let subject = format!("memory wrong password {}", std::process::id());
+    let wrong = send_email(&port, &subject, &scheduled, Path::new(&postgres))
+        .env("PGPASSWORD", "wrong-password-canary-77c1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert_eq!(wrong.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("REPLAYSAFE_JOURNAL postgres://"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("canary") && !stderr.contains(&password),
+        "{stderr}"
+    );
+    assert_eq!(arrived(&maildir, &subject), 0);
+}

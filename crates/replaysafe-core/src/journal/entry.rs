@@ -210,6 +210,11 @@ impl<'a> JournalEntry<'a> {
         self.kind
     }
 
+    /// The action of a key that names several (`effect.action`).
+    pub fn action(&self) -> Option<&'a str> {
+        self.action
+    }
+
     /// Idempotency key.
     pub fn idempotency_key(&self) -> &'a str {
         self.idempotency_key

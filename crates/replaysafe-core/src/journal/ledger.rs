@@ -35,6 +35,12 @@ pub enum Memory {
 }
 
 impl Memory {
+    /// Whether an attempt may go ahead: the key is clear, or in doubt and the receiver
+    /// drops repeats (`retry_in_doubt`). A delivered key never.
+    pub fn may_attempt(&self, retry_in_doubt: bool) -> bool {
+        may_attempt(self, retry_in_doubt)
+    }
+
     /// A note for the journal saying what the ledger found, when it stops an attempt.
     pub fn note(&self) -> Option<String> {
         match self {
@@ -59,6 +65,13 @@ pub struct Claim {
     pub memory: Memory,
     /// Whether the `attempting` record was appended: the attempt may go ahead.
     pub claimed: bool,
+}
+
+impl Claim {
+    /// What a ledger found (`memory`) and whether it appended the claim.
+    pub fn new(memory: Memory, claimed: bool) -> Self {
+        Claim { memory, claimed }
+    }
 }
 
 /// A memory of keys, kept by a journal: the JSON Lines file itself, or a database.

@@ -207,6 +207,28 @@ impl JournalError {
         }
     }
 
+    /// A journal of another kind than this crate's (a database journal) could not write
+    /// the record `entry`: the error names its decision and key, as the file journal's do,
+    /// so a sender can tell an outcome that was not recorded. `journal` names the journal
+    /// as people may see it (no password).
+    pub fn record_not_written(
+        journal: impl Into<String>,
+        entry: &JournalEntry<'_>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self::writing_record(journal, entry, std::io::Error::other(source))
+    }
+
+    /// A journal of another kind than this crate's could not tell what it knows of `key`
+    /// before a delivery ([`Ledger::begin`]); nothing was appended.
+    pub fn key_not_recalled(
+        journal: impl Into<String>,
+        key: &str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self::recalling(journal, key, std::io::Error::other(source))
+    }
+
     /// An error of a journal of another kind than this crate's (a database journal):
     /// `journal` names it as people may see it (no password), `doing` says what was being
     /// done (`appending the delivered record of effect 3f…`), `source` is the cause.

@@ -16,6 +16,7 @@
 //! (`docs/adr/0009-outbox-postgres.md`). A connection string that requires TLS
 //! (`sslmode=require`) is refused rather than downgraded.
 
+mod journal;
 mod schema;
 
 use std::fmt;
@@ -34,6 +35,7 @@ use tokio::task::JoinHandle;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{AsyncMessage, Config, NoTls, Row, Transaction};
 
+pub use journal::{JOURNAL_SCHEMA, PostgresJournal, read_journal};
 pub use schema::{SCHEMA_VERSION, check_schema, migrate, schema_version};
 
 use crate::row::{RowContext, StagedRow, from_millis, millis, prepare};

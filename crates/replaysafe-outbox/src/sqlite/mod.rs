@@ -7,6 +7,7 @@
 //! [`tokio::task::block_in_place`] (the thread's other tasks move to another thread
 //! meanwhile), on a current-thread runtime it runs on the blocking pool.
 
+mod journal;
 pub(crate) mod schema;
 
 use std::fmt;
@@ -21,6 +22,7 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehav
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub use journal::{JOURNAL_SCHEMA, SqliteJournal};
 pub use schema::{SCHEMA_VERSION, check_schema, migrate, schema_version};
 
 use crate::row::{RowContext, StagedRow, from_millis, millis, prepare};

@@ -1,4 +1,5 @@
 mod end_to_end;
+pub(crate) mod journal;
 mod memory;
 mod ops;
 #[cfg(feature = "postgres")]

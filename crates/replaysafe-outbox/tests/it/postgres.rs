@@ -1081,3 +1081,81 @@ async fn a_reclaimed_row_whose_attempt_began_is_in_doubt_until_an_audited_resend
     assert_eq!(worker.drain().await.unwrap().delivered, 1);
     assert_eq!(fx.client.received().len(), 1);
 }
+
+fn pg_journal(url: &str) -> Arc<dyn replaysafe_core::Journal> {
+    Arc::new(
+        postgres::PostgresJournal::connect(postgres::parse_url(url).unwrap(), "postgres://test")
+            .unwrap(),
+    )
+}
+
+#[test]
+fn a_postgres_journal_remembers_across_connections() {
+    let url = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(fresh_database());
+    crate::journal::remembers_like_a_file(|| pg_journal(&url));
+}
+
+#[test]
+fn a_postgres_journal_holds_the_lines_of_a_file_journal_and_reads_them_back() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let url = runtime.block_on(fresh_database());
+    let config = postgres::parse_url(&url).unwrap();
+    crate::journal::holds_the_lines_of_a_file(pg_journal(&url), || {
+        let mut lines = Vec::new();
+        runtime
+            .block_on(postgres::read_journal(
+                &config,
+                &replaysafe_outbox::JournalQuery::all().pipeline("daily_orders"),
+                |line| {
+                    lines.push(line.to_owned());
+                    Ok(())
+                },
+            ))
+            .unwrap();
+        lines
+    });
+}
+
+#[test]
+fn postgres_journal_connections_racing_deliver_each_key_once() {
+    let url = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(fresh_database());
+    pg_journal(&url);
+    crate::journal::racing_handles_deliver_each_key_once(|| pg_journal(&url), 8, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_journal_works_from_inside_a_runtime_and_says_when_the_database_is_gone() {
+    let url = fresh_database().await;
+    let journal = pg_journal(&url);
+    let client = replaysafe_test::RecordingClient::new();
+    let guard = Guard::with_shared_journal(client.clone(), journal.clone());
+    let effect = replaysafe_test::TestEffect::email("ana@shop.example");
+    assert!(
+        guard
+            .send(&contexts::live(), &effect)
+            .await
+            .unwrap()
+            .is_delivered()
+    );
+    // The tables are dropped under it: the next record is an error, and nothing is sent.
+    let (admin, connection) = postgres::parse_url(&url)
+        .unwrap()
+        .connect(NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    admin
+        .batch_execute("DROP TABLE replaysafe_journal; DROP TABLE replaysafe_journal_keys")
+        .await
+        .unwrap();
+    let other = replaysafe_test::TestEffect::email("bob@shop.example");
+    let error = guard.send(&contexts::live(), &other).await.unwrap_err();
+    assert_eq!(client.delivered().len(), 1, "sent without a record");
+    let text = replaysafe_core::error_chain(&error);
+    assert!(text.contains("postgres://test"), "{text}");
+    assert!(!text.contains("password"), "{text}");
+}
