@@ -109,6 +109,14 @@ fn run_phases(phases: &mut Vec<(&'static str, Duration, bool)>) -> anyhow::Resul
             &env,
         )
     })?;
+    phase(phases, "ledger crash test (postgres)", || {
+        crate::soak::ledger(
+            crate::soak::CI_KILLS,
+            crate::soak::CI_LEDGER_PROCESSES,
+            crate::soak::CI_LEDGER_EFFECTS,
+            &env,
+        )
+    })?;
     phase(phases, "report page in chromium", crate::browser::check)?;
     phase(phases, "python wheel", crate::dist::check)?;
     phase(phases, "stop services", || {

@@ -2,6 +2,9 @@
 //! outbox's crash test with real processes (`examples/src/outbox_soak.rs`); its figures
 //! are merged into `target/bench/summary.json`. On PostgreSQL it uses the server of
 //! `REPLAYSAFE_TEST_POSTGRES_URL`, or starts one (`cargo xtask services postgres`).
+//!
+//! `cargo xtask soak ledger [--kills N] [--processes P] [--effects E]`: the ledger's crash
+//! test on PostgreSQL (`examples/src/ledger_soak.rs`), the same way.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +15,13 @@ use crate::system::{cargo, exec, target_dir};
 /// The crash test `cargo xtask ci` runs: short, well under a minute.
 pub(crate) const CI_KILLS: u32 = 30;
 
+/// The ledger crash test `cargo xtask ci` runs: [`CI_KILLS`] kills of this many
+/// processes, each sending [`CI_LEDGER_EFFECTS`] (about 10 s on 2 cores).
+pub(crate) const CI_LEDGER_PROCESSES: u32 = 4;
+
+/// How many effects each process of the ledger crash test in `cargo xtask ci` sends.
+pub(crate) const CI_LEDGER_EFFECTS: u32 = 200;
+
 /// The outbox's database.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Backend {
@@ -20,46 +30,86 @@ pub(crate) enum Backend {
 }
 
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
+    match args.split_first() {
+        Some((what, rest)) if what == "outbox" => run_outbox(rest),
+        Some((what, rest)) if what == "ledger" => run_ledger(rest),
+        _ => bail!("{USAGE}"),
+    }
+}
+
+fn run_outbox(args: &[String]) -> anyhow::Result<()> {
     let mut kills = 1000;
     let mut workers = 3;
     let mut backend = Backend::Sqlite;
-    match args.split_first() {
-        Some((what, rest)) if what == "outbox" => {
-            let mut rest = rest.iter();
-            while let Some(flag) = rest.next() {
-                let value = rest
-                    .next()
-                    .with_context(|| format!("{flag} needs a value"))?;
-                match flag.as_str() {
-                    "--kills" => kills = value.parse().context("--kills")?,
-                    "--workers" => workers = value.parse().context("--workers")?,
-                    "--backend" => {
-                        backend = match value.as_str() {
-                            "sqlite" => Backend::Sqlite,
-                            "postgres" => Backend::Postgres,
-                            other => bail!("--backend: expected sqlite or postgres, not {other:?}"),
-                        }
-                    }
-                    other => bail!("unknown flag {other:?}\n\n{USAGE}"),
+    for (flag, value) in flags(args)? {
+        match flag {
+            "--kills" => kills = value.parse().context("--kills")?,
+            "--workers" => workers = value.parse().context("--workers")?,
+            "--backend" => {
+                backend = match value {
+                    "sqlite" => Backend::Sqlite,
+                    "postgres" => Backend::Postgres,
+                    other => bail!("--backend: expected sqlite or postgres, not {other:?}"),
                 }
             }
+            other => bail!("unknown flag {other:?}\n\n{USAGE}"),
         }
-        _ => bail!("{USAGE}"),
     }
+    with_postgres(backend == Backend::Postgres, |env| {
+        outbox(kills, workers, backend, env)
+    })
+}
+
+fn run_ledger(args: &[String]) -> anyhow::Result<()> {
+    let mut kills = 200;
+    let mut processes = 8;
+    let mut effects = 1000;
+    for (flag, value) in flags(args)? {
+        match flag {
+            "--kills" => kills = value.parse().context("--kills")?,
+            "--processes" => processes = value.parse().context("--processes")?,
+            "--effects" => effects = value.parse().context("--effects")?,
+            other => bail!("unknown flag {other:?}\n\n{USAGE}"),
+        }
+    }
+    with_postgres(true, |env| ledger(kills, processes, effects, env))
+}
+
+/// The `--flag value` pairs of `args`.
+fn flags(args: &[String]) -> anyhow::Result<Vec<(&str, &str)>> {
+    let mut pairs = Vec::new();
+    let mut args = args.iter();
+    while let Some(flag) = args.next() {
+        let value = args
+            .next()
+            .with_context(|| format!("{flag} needs a value"))?;
+        pairs.push((flag.as_str(), value.as_str()));
+    }
+    Ok(pairs)
+}
+
+/// Runs `body` with the PostgreSQL server's variables when `postgres` is asked for: none
+/// when `REPLAYSAFE_TEST_POSTGRES_URL` names one already, else those of a server started
+/// for the run (`cargo xtask services postgres`) and stopped after it.
+fn with_postgres(
+    postgres: bool,
+    body: impl FnOnce(&[(String, String)]) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let mut services = None;
     let mut env = Vec::new();
-    if backend == Backend::Postgres && std::env::var_os("REPLAYSAFE_TEST_POSTGRES_URL").is_none() {
+    if postgres && std::env::var_os("REPLAYSAFE_TEST_POSTGRES_URL").is_none() {
         let running = crate::services::start(&["postgres".to_owned()])?;
         env = running.env();
         services = Some(running);
     }
-    let result = outbox(kills, workers, backend, &env);
+    let result = body(&env);
     drop(services);
     result
 }
 
-const USAGE: &str =
-    "usage: cargo xtask soak outbox [--kills N] [--workers W] [--backend sqlite|postgres]";
+const USAGE: &str = "\
+usage: cargo xtask soak outbox [--kills N] [--workers W] [--backend sqlite|postgres]
+       cargo xtask soak ledger [--kills N] [--processes P] [--effects E]";
 
 /// Runs the outbox crash test (with `env` for the PostgreSQL server's variables) and
 /// merges its figures into `target/bench/summary.json`.
@@ -93,6 +143,44 @@ pub(crate) fn outbox(
             .arg(&figures)
             .envs(env.iter().cloned()),
     )?;
+    merge(&figures, "outbox")
+}
+
+/// Runs the ledger crash test on PostgreSQL (with `env` for the server's variables) and
+/// merges its figures into `target/bench/summary.json`.
+pub(crate) fn ledger(
+    kills: u32,
+    processes: u32,
+    effects: u32,
+    env: &[(String, String)],
+) -> anyhow::Result<()> {
+    let bench = target_dir().join("bench");
+    std::fs::create_dir_all(&bench)?;
+    let figures = bench.join("ledger-soak.json");
+    exec(
+        cargo()
+            .args([
+                "run",
+                "--quiet",
+                "--package",
+                "replaysafe-examples",
+                "--bin",
+                "ledger_soak",
+                "--",
+            ])
+            .args(["--kills", &kills.to_string()])
+            .args(["--processes", &processes.to_string()])
+            .args(["--effects", &effects.to_string()])
+            .arg("--out")
+            .arg(&figures)
+            .envs(env.iter().cloned()),
+    )?;
+    merge(&figures, "ledger")
+}
+
+/// Merges the figures in the file `figures` into `target/bench/summary.json`.
+fn merge(figures: &std::path::Path, what: &str) -> anyhow::Result<()> {
+    let bench = target_dir().join("bench");
     let summary_path = bench.join("summary.json");
     let mut summary: BTreeMap<String, serde_json::Value> =
         match std::fs::read_to_string(&summary_path) {
@@ -100,7 +188,7 @@ pub(crate) fn outbox(
                 .with_context(|| format!("reading {}", summary_path.display()))?,
             Err(_) => BTreeMap::new(),
         };
-    let text = std::fs::read_to_string(&figures)?;
+    let text = std::fs::read_to_string(figures)?;
     let soak: BTreeMap<String, serde_json::Value> =
         serde_json::from_str(&text).with_context(|| format!("reading {}", figures.display()))?;
     summary.extend(soak);
@@ -108,6 +196,6 @@ pub(crate) fn outbox(
         &summary_path,
         serde_json::to_string_pretty(&summary)? + "\n",
     )?;
-    println!("outbox soak figures merged into {}", summary_path.display());
+    println!("{what} soak figures merged into {}", summary_path.display());
     Ok(())
 }
