@@ -36,6 +36,9 @@ CREATE TABLE IF NOT EXISTS replaysafe_journal_keys (
 );
 ";
 
+/// The advisory lock the journal tables are created under.
+const SCHEMA_LOCK: i64 = 0x7265_706c_6a6e_6c31;
+
 /// One statement: the line, and the key's state when the record is about a delivery (a
 /// delivered key stays delivered).
 const APPEND: &str = "WITH line AS (
@@ -214,8 +217,12 @@ fn serve(
     runtime.block_on(async move {
         let created = async {
             let client = connect(&config).await?;
+            // Processes opening a fresh database at once take turns: concurrent
+            // `CREATE TABLE IF NOT EXISTS` of one table can collide in the catalog.
             client
-                .batch_execute(JOURNAL_SCHEMA)
+                .batch_execute(&format!(
+                    "BEGIN; SELECT pg_advisory_xact_lock({SCHEMA_LOCK}); {JOURNAL_SCHEMA} COMMIT;"
+                ))
                 .await
                 .map_err(sql("creating the journal tables"))?;
             drop(client);

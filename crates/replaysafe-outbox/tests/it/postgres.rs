@@ -1159,3 +1159,25 @@ async fn a_postgres_journal_works_from_inside_a_runtime_and_says_when_the_databa
     assert!(text.contains("postgres://test"), "{text}");
     assert!(!text.contains("password"), "{text}");
 }
+
+#[test]
+fn journals_opening_a_fresh_database_at_once_all_connect() {
+    let url = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(fresh_database());
+    let opened: Vec<bool> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                scope.spawn(|| {
+                    postgres::PostgresJournal::connect(
+                        postgres::parse_url(&url).unwrap(),
+                        "postgres://test",
+                    )
+                    .is_ok()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(opened, [true; 8]);
+}
