@@ -257,7 +257,10 @@ impl Writer {
             // The file was truncated or replaced: read it again from the start.
             *keys = KeyIndex::default();
         }
-        let mut piece = vec![0u8; PIECE];
+        // As large as what is unread, up to a piece: a look before each delivery usually
+        // finds one line, and zeroing a whole piece for it would cost more than the rest.
+        let unread = usize::try_from(length - keys.offset).map_or(PIECE, |n| n.min(PIECE));
+        let mut piece = vec![0u8; unread];
         while keys.offset < length {
             let wanted = usize::try_from(length - keys.offset).map_or(PIECE, |n| n.min(PIECE));
             let read = read_at(&self.file, &mut piece[..wanted], keys.offset)?;
