@@ -1,22 +1,27 @@
 //! Core benchmarks: gate decisions; journaling (durable by default, one write per record)
 //! against a raw serde_json-and-write baseline, the buffered mode against a 64 KiB
 //! BufWriter; the whole suppressed send against a raw baseline doing the same hashing
-//! and write; and the guard's overhead on the deliver path.
+//! and write; the guard's overhead on the deliver path; and the ledger (the journal's
+//! memory of keys) on JSON Lines journals already holding 10⁴ and 10⁶ records.
 //!
 //! Run with `cargo xtask bench` (or `cargo bench -p replaysafe-core`); figures go to
 //! `target/bench/core.json`.
 
+use std::cell::Cell;
 use std::fmt::Write as _;
 use std::hint::black_box;
 use std::io::{BufWriter, Write};
+use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
-use replaysafe_bench::{Report, best_of, per_second};
+use replaysafe_bench::{Report, best_of, interleaved_chunks, per_second};
 use replaysafe_core::adapter::{EffectRecord, Step};
 use replaysafe_core::journal::Durability;
 use replaysafe_core::journal::NoopJournal;
 use replaysafe_core::{
-    EffectClient, EffectKind, Guard, IdempotencyKey, JsonlJournal, MemoryJournal, RedactionPolicy,
+    EffectClient, EffectKind, Guard, IdempotencyKey, JournalRecord, JsonlJournal, MemoryJournal,
+    RedactionPolicy, ReplayContext,
 };
 use replaysafe_test::{InertClient, TestEffect, contexts};
 use sha2::{Digest, Sha256};
@@ -347,7 +352,196 @@ fn main() {
         "ns/call",
     );
 
+    // 4. The ledger on JSON Lines journals already holding 10⁴ and 10⁶ records.
+    ledger(&mut report, &runtime, &scratch, 10_000, "1e4");
+    ledger(&mut report, &runtime, &scratch, 1_000_000, "1e6");
+
     let _ = std::fs::remove_dir_all(&scratch);
     let path = report.write().unwrap();
     println!("wrote {}", path.display());
+}
+
+/// The ledger's cost on a JSON Lines journal already holding `records` records (named
+/// `label` in the figures): `records / 2` distinct keys, each with its `attempting` and
+/// its `delivered` line, as a pipeline's deliveries leave them.
+///
+/// - The cost per delivery: guarded sends of new keys with a client that delivers nowhere,
+///   with the ledger on, against the same sends with `Guard::with_ledger(false)` on a copy
+///   of the same journal, interleaved. Both write two lines per send (the ledger's claim
+///   is the `attempting` line); the ledger adds the look under the file's lock: one
+///   `fstat`, reading the lines appended since its last look (the previous send's
+///   `delivered` line), and a lookup in its index of keys. Each send adds two lines to
+///   its journal, so by the end the 10⁴-record journal holds about 30% more records.
+/// - The one-time cost of building the index of keys: the first send after opening the
+///   journal (the file is in the page cache, just written), best of 3; and the resident
+///   memory it adds (VmRSS after against before) and at its peak (VmHWM, reset just
+///   before), read from `/proc/self/status` where there is one.
+fn ledger(
+    report: &mut Report,
+    runtime: &tokio::runtime::Runtime,
+    scratch: &Path,
+    records: usize,
+    label: &str,
+) {
+    const CHUNKS: usize = 10;
+    const REPEATS: usize = 3;
+    const BUILDS: usize = 3;
+    let per_chunk = if records >= 1_000_000 { 500 } else { 50 };
+    let cx = contexts::live();
+    let sent = Cell::new(0usize);
+    let new_effect = || {
+        sent.set(sent.get() + 1);
+        TestEffect::email(format!("new-{}@shop.example", sent.get()))
+            .with_payload(vec![b'x'; 512])
+            .with_summary("Your daily summary")
+    };
+    let send_chunk = |guard: &Guard<InertClient>, count: usize| {
+        runtime.block_on(async {
+            for _ in 0..count {
+                let outcome = guard.send(&cx, &new_effect()).await.unwrap();
+                assert!(outcome.is_delivered(), "every key is new");
+            }
+        })
+    };
+
+    // The records a guard writes for one delivery, to fill the journals with.
+    let template = Arc::new(MemoryJournal::new());
+    runtime
+        .block_on(
+            Guard::with_shared_journal(InertClient, template.clone()).send(&cx, &new_effect()),
+        )
+        .unwrap();
+    let template = template.records();
+    assert_eq!(template.len(), 2, "attempting and delivered");
+
+    let on_path = scratch.join(format!("ledger-on-{label}.jsonl"));
+    let off_path = scratch.join(format!("ledger-off-{label}.jsonl"));
+    prefill(&on_path, records, &template, &cx);
+    std::fs::copy(&on_path, &off_path).unwrap();
+
+    // The index of keys, built by the first send after opening; the last journal opened
+    // stays open for the cost per delivery.
+    let mut build_best = Duration::MAX;
+    let mut memory = None;
+    let mut on_guard = None;
+    for round in 0..BUILDS {
+        // The journal opened before, and its index, go first.
+        drop(on_guard.take());
+        let journal = Arc::new(JsonlJournal::open(&on_path).unwrap());
+        let guard = Guard::with_shared_journal(InertClient, journal);
+        let rss_before = status_kib("VmRSS:");
+        let peak_reset = reset_peak_memory();
+        build_best = build_best.min(best_of(1, || send_chunk(&guard, 1)));
+        if round == 0 {
+            memory = rss_before.zip(status_kib("VmRSS:")).map(|(before, after)| {
+                let peak = status_kib("VmHWM:").filter(|_| peak_reset);
+                (
+                    after.saturating_sub(before),
+                    peak.map(|peak| peak.saturating_sub(before)),
+                )
+            });
+        }
+        on_guard = Some(guard);
+    }
+    let on_guard = on_guard.unwrap();
+    report.figure(
+        format!("core.ledger.jsonl_{label}.index_build_ms"),
+        build_best.as_secs_f64() * 1e3,
+        "ms (first send after opening, once per process)",
+    );
+    if let Some((added, peak)) = memory {
+        let keys = records / 2;
+        report.figure(
+            format!("core.ledger.jsonl_{label}.index_rss_mib"),
+            added as f64 / 1024.0,
+            "MiB (VmRSS added by the index)",
+        );
+        report.figure(
+            format!("core.ledger.jsonl_{label}.index_bytes_per_key"),
+            added as f64 * 1024.0 / keys as f64,
+            "bytes/key",
+        );
+        if let Some(peak) = peak {
+            report.figure(
+                format!("core.ledger.jsonl_{label}.index_peak_mib"),
+                peak as f64 / 1024.0,
+                "MiB (VmHWM above VmRSS before the build)",
+            );
+        }
+    }
+
+    let off_guard = Guard::with_shared_journal(
+        InertClient,
+        Arc::new(JsonlJournal::open(&off_path).unwrap()),
+    )
+    .with_ledger(false);
+    send_chunk(&off_guard, per_chunk);
+    send_chunk(&on_guard, per_chunk);
+    let (on, off) = interleaved_chunks(
+        CHUNKS,
+        REPEATS,
+        |_| send_chunk(&on_guard, per_chunk),
+        |_| send_chunk(&off_guard, per_chunk),
+    );
+    let sends = (CHUNKS * per_chunk) as f64;
+    report.figure(
+        format!("core.ledger.jsonl_{label}.us_per_delivery"),
+        (on.as_secs_f64() - off.as_secs_f64()) * 1e6 / sends,
+        "µs/delivery (ledger on minus Guard::with_ledger(false), same journal size)",
+    );
+    report.figure(
+        format!("core.ledger.jsonl_{label}.send_us"),
+        on.as_secs_f64() * 1e6 / sends,
+        "µs/send (inert client, ledger on)",
+    );
+    report.figure(
+        format!("core.ledger.jsonl_{label}.send_ledger_off_us"),
+        off.as_secs_f64() * 1e6 / sends,
+        "µs/send (inert client, Guard::with_ledger(false))",
+    );
+    drop((on_guard, off_guard));
+    let _ = std::fs::remove_file(&on_path);
+    let _ = std::fs::remove_file(&off_path);
+}
+
+/// Writes a journal of `records` lines to `path`: for each of `records / 2` distinct keys
+/// the `attempting` and `delivered` records of `template` (what a guard wrote for one
+/// delivery in `cx`), retargeted and rekeyed, encoded by the journal's own encoder.
+fn prefill(path: &Path, records: usize, template: &[JournalRecord], cx: &ReplayContext) {
+    let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
+    let mut pair = template.to_vec();
+    let mut line = Vec::with_capacity(1024);
+    for index in 0..records / 2 {
+        let target = format!("customer-{index}@shop.example");
+        let key = IdempotencyKey::derive(
+            cx.pipeline(),
+            &EffectKind::Email,
+            "daily_summary",
+            &target,
+            cx.window(),
+        );
+        for record in &mut pair {
+            record.effect.target.clone_from(&target);
+            record.effect.idempotency_key.clear();
+            record.effect.idempotency_key.push_str(key.as_str());
+            line.clear();
+            record.entry().write_json(&mut line);
+            line.push(b'\n');
+            out.write_all(&line).unwrap();
+        }
+    }
+    out.flush().unwrap();
+}
+
+/// A `Vm…:` line of `/proc/self/status`, in KiB; `None` where there is none (not Linux).
+fn status_kib(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Resets the process's peak resident size (VmHWM) to its current one (Linux 4.0 and
+/// later); false where that cannot be done.
+fn reset_peak_memory() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
