@@ -10,10 +10,13 @@
 //! 4. 1, 2, 4 and 8 worker processes (this binary, `worker` mode), one delivery in flight
 //!    each, against the same receiver: how claims scale across processes;
 //! 5. the claim query's plan at 10⁶ rows, and a worker's throughput (in-process inert
-//!    route) at 10⁴ and 10⁶ rows.
+//!    route) at 10⁴ and 10⁶ rows;
+//! 6. the ledger of a PostgreSQL journal (`PostgresJournal`): guarded sends of new keys
+//!    with a client that delivers nowhere, against the same sends to a `MemoryJournal`.
 //!
 //! Figures go to `target/bench/outbox_postgres.json`.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -25,10 +28,11 @@ use axum::http::{HeaderMap, StatusCode};
 use chrono::{TimeDelta, Utc};
 use replaysafe_bench::{Report, interleaved_chunks, per_second};
 use replaysafe_core::journal::NoopJournal;
-use replaysafe_core::{EffectKind, Guard, ReplayContext, RunKind, Window};
-use replaysafe_outbox::postgres::{self, PostgresOutbox};
+use replaysafe_core::{EffectKind, Guard, MemoryJournal, ReplayContext, RunKind, Window};
+use replaysafe_outbox::postgres::{self, PostgresJournal, PostgresOutbox};
 use replaysafe_outbox::tokio_postgres::{self, NoTls};
 use replaysafe_outbox::{Route, Worker};
+use replaysafe_test::{InertClient, TestEffect, contexts};
 use replaysafe_webhook::{SsrfPolicy, Webhook, WebhookClient};
 
 mod common;
@@ -528,6 +532,110 @@ async fn table_size(admin: &str, report: &mut Report) {
     );
 }
 
+/// The ledger of a PostgreSQL journal: µs per guarded send of a new key with a client
+/// that delivers nowhere, ledger on (the claim, one statement, then the `delivered` line,
+/// one more), against the same sends to a `MemoryJournal` (a fresh one every chunk: its
+/// ledger scans its records), interleaved; then ledger on against the same PostgreSQL
+/// journal with `Guard::with_ledger(false)` (two appends, one statement each), and a bare
+/// round trip (a prepared `SELECT 1` on a connection of its own), to tell what the time is
+/// made of.
+fn ledger(runtime: &tokio::runtime::Runtime, admin: &str, report: &mut Report) {
+    const CHUNKS: usize = 10;
+    const PER_CHUNK: usize = 100;
+    const REPEATS: usize = 3;
+    let db = runtime.block_on(fresh_database(admin));
+    let journal = Arc::new(
+        PostgresJournal::connect(postgres::parse_url(&db).unwrap(), "postgres://bench").unwrap(),
+    );
+    let on = Guard::with_shared_journal(InertClient, journal.clone());
+    let off = Guard::with_shared_journal(InertClient, journal.clone()).with_ledger(false);
+    let cx = contexts::live();
+    let sent = Cell::new(0usize);
+    let send_chunk = |guard: &Guard<InertClient>| {
+        runtime.block_on(async {
+            for _ in 0..PER_CHUNK {
+                sent.set(sent.get() + 1);
+                let effect = TestEffect::email(format!("customer-{}@shop.example", sent.get()))
+                    .with_payload(vec![b'x'; 512])
+                    .with_summary("Your daily summary");
+                let outcome = guard.send(&cx, &effect).await.unwrap();
+                assert!(outcome.is_delivered(), "every key is new");
+            }
+        })
+    };
+    let memory_chunk = || send_chunk(&Guard::new(InertClient, MemoryJournal::new()));
+    send_chunk(&on);
+    memory_chunk();
+    let (ledger_on, memory) =
+        interleaved_chunks(CHUNKS, REPEATS, |_| send_chunk(&on), |_| memory_chunk());
+    let (ledger_on_again, ledger_off) =
+        interleaved_chunks(CHUNKS, REPEATS, |_| send_chunk(&on), |_| send_chunk(&off));
+    let round_trip = runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&db, NoTls).await.unwrap();
+        tokio::spawn(connection);
+        let select = client.prepare("SELECT 1").await.unwrap();
+        // The fastest of as many chunks of 100 as each side had above.
+        let mut best = Duration::MAX;
+        for _ in 0..CHUNKS * REPEATS {
+            let started = Instant::now();
+            for _ in 0..PER_CHUNK {
+                client.query_one(&select, &[]).await.unwrap();
+            }
+            best = best.min(started.elapsed());
+        }
+        best
+    });
+    let lines: i64 = runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&db, NoTls).await.unwrap();
+        tokio::spawn(connection);
+        client
+            .query_one("SELECT COUNT(*) FROM replaysafe_journal", &[])
+            .await
+            .unwrap()
+            .get(0)
+    });
+    drop((on, off, journal));
+    // The warm-up chunk, then the interleaved chunks: on against memory, on against off.
+    let journaled = PER_CHUNK * (1 + 3 * CHUNKS * REPEATS);
+    assert_eq!(lines as usize, 2 * journaled, "two lines per delivery");
+    let micros = |took: Duration| took.as_secs_f64() * 1e6 / (CHUNKS * PER_CHUNK) as f64;
+    report.figure(
+        "outbox.postgres.ledger.us_per_delivery",
+        micros(ledger_on),
+        "µs/delivery (PostgresJournal, ledger on, inert client)",
+    );
+    report.figure(
+        "outbox.postgres.ledger.memory_journal_us_per_delivery",
+        micros(memory),
+        "µs/delivery (MemoryJournal, ledger on, inert client)",
+    );
+    report.figure(
+        "outbox.postgres.ledger.added_us_per_delivery",
+        micros(ledger_on) - micros(memory),
+        "µs/delivery (PostgresJournal minus MemoryJournal)",
+    );
+    report.ratio(
+        "outbox.postgres.ledger.vs_memory_journal",
+        memory.as_secs_f64() / ledger_on.as_secs_f64(),
+        "the same guarded sends of new keys to a MemoryJournal (ledger on, a fresh journal every 100 sends), inert client",
+    );
+    report.figure(
+        "outbox.postgres.ledger.off_us_per_delivery",
+        micros(ledger_off),
+        "µs/delivery (PostgresJournal, Guard::with_ledger(false): two appends)",
+    );
+    report.figure(
+        "outbox.postgres.ledger.claim_over_append_us",
+        micros(ledger_on_again) - micros(ledger_off),
+        "µs/delivery (ledger on minus ledger off, interleaved: the claim against a plain append)",
+    );
+    report.figure(
+        "outbox.postgres.round_trip_us",
+        round_trip.as_secs_f64() * 1e6 / PER_CHUNK as f64,
+        "µs/statement (prepared SELECT 1, one connection, no journal)",
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Some(at) = args.iter().position(|a| a == "worker") {
@@ -545,6 +653,9 @@ fn main() {
         .unwrap();
     if wanted("staging") {
         staging(&runtime, &admin, &mut report);
+    }
+    if wanted("ledger") {
+        ledger(&runtime, &admin, &mut report);
     }
     runtime.block_on(async {
         if wanted("wake_up") {
