@@ -1,15 +1,28 @@
 //! Guarded live delivery of small JSON webhooks against the same requests sent with raw
 //! reqwest (same client settings), both to one axum receiver on 127.0.0.1, interleaved.
 //!
-//! The guarded path adds describing, key derivation, the gate, the SSRF check and a
-//! JSON Lines journal record per webhook. Requests are unsigned on both sides so that
-//! they carry the same headers and bytes.
+//! The guarded path adds describing, key derivation, the gate, the SSRF check and, per
+//! webhook, the ledger's claim (the `attempting` line, written under the journal file's
+//! lock after looking the key up) and the `delivered` line. Every guarded webhook has an
+//! event type, so a key, of its own: the ledger suppresses a key delivered before.
+//! Requests are unsigned on both sides so that they carry the same headers and bytes.
+//!
+//! Then the same comparison with the journal in PostgreSQL (`PostgresJournal`, in a
+//! fresh database of the server `REPLAYSAFE_TEST_POSTGRES_URL` names; `cargo xtask
+//! bench` starts one), against a receiver that answers each request after 5 ms, one
+//! request in flight: the journal's claim is one statement and the `delivered` line one
+//! more, each a round trip and a commit; the time spent in them is measured too.
 
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use replaysafe_bench::{Report, interleaved_chunks, per_second};
+use replaysafe_core::journal::{Claim, JournalEntry, JournalError, Ledger};
 use replaysafe_core::{Guard, IdempotencyKey, Journal};
+use replaysafe_outbox::postgres::{PostgresJournal, parse_url};
+use replaysafe_outbox::tokio_postgres::{self, NoTls};
 use replaysafe_test::contexts;
 use replaysafe_webhook::{IpNetwork, SsrfPolicy, Webhook, WebhookClient};
 use serde_json::json;
@@ -21,8 +34,22 @@ const CHUNK: usize = 500;
 /// Measurements of each chunk per subject; the fastest counts.
 const REPEATS: usize = 5;
 
-/// Starts a receiver answering 200 to everything on its own thread and runtime.
-fn start_receiver() -> SocketAddr {
+/// How long the receiver of the PostgreSQL-journaled comparison takes to answer.
+const SLOW_ANSWER: Duration = Duration::from_millis(5);
+/// Webhooks per chunk, chunks and repeats of that comparison (about 5 ms a webhook).
+const SLOW_CHUNK: usize = 40;
+const SLOW_CHUNKS: usize = 10;
+const SLOW_REPEATS: usize = 3;
+
+/// Round trips timed after an idle pause, and right after another.
+const ROUND_TRIPS: usize = 100;
+
+/// Guarded webhooks sent so far: each takes the next number for its event type.
+static SENT: AtomicUsize = AtomicUsize::new(0);
+
+/// Starts a receiver answering 200 to everything after `delay`, on its own thread and
+/// runtime.
+fn start_receiver(delay: Duration) -> SocketAddr {
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -36,7 +63,12 @@ fn start_receiver() -> SocketAddr {
             sender
                 .send(listener.local_addr().expect("local address"))
                 .expect("report the address");
-            let app = axum::Router::new().fallback(|| async { axum::http::StatusCode::OK });
+            let app = axum::Router::new().fallback(move || async move {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                axum::http::StatusCode::OK
+            });
             axum::serve(listener, app).await.expect("serve");
         });
     });
@@ -47,19 +79,29 @@ fn body(index: usize) -> serde_json::Value {
     json!({"type": "orders.daily_total", "orders": index, "revenue_eur": 88412.5})
 }
 
-async fn guarded_chunk(client: &Guard<WebhookClient>, first: usize) {
+async fn guarded_chunk(client: &Guard<WebhookClient>, first: usize, count: usize) {
     let cx = contexts::live();
-    for index in first..first + CHUNK {
+    for index in first..first + count {
+        let event_type = format!(
+            "orders.daily_total.{}",
+            SENT.fetch_add(1, Ordering::Relaxed)
+        );
         let outcome = client
-            .send(&cx, &Webhook::json("orders.daily_total", body(index)))
+            .send(&cx, &Webhook::json(event_type, body(index)))
             .await
             .expect("guarded delivery");
-        assert!(outcome.is_delivered());
+        assert!(outcome.is_delivered(), "every key is new");
     }
 }
 
-async fn raw_chunk(client: &reqwest::Client, url: &str, key: &IdempotencyKey, first: usize) {
-    for index in first..first + CHUNK {
+async fn raw_chunk(
+    client: &reqwest::Client,
+    url: &str,
+    key: &IdempotencyKey,
+    first: usize,
+    count: usize,
+) {
+    for index in first..first + count {
         let mut response = client
             .post(url)
             .header("content-type", "application/json")
@@ -74,8 +116,220 @@ async fn raw_chunk(client: &reqwest::Client, url: &str, key: &IdempotencyKey, fi
     }
 }
 
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Calls of one kind and the time they took.
+#[derive(Debug, Default)]
+struct Tally {
+    calls: AtomicU64,
+    nanos: AtomicU64,
+}
+
+impl Tally {
+    fn time<T>(&self, call: impl FnOnce() -> T) -> T {
+        let started = Instant::now();
+        let result = call();
+        self.nanos
+            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        result
+    }
+
+    /// Calls and nanoseconds so far.
+    fn totals(&self) -> (u64, u64) {
+        (
+            self.calls.load(Ordering::Relaxed),
+            self.nanos.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// A journal that forwards to another and times its claims and its appends.
+#[derive(Debug)]
+struct Timed<J> {
+    inner: J,
+    claims: Tally,
+    appends: Tally,
+}
+
+impl<J: Journal> Journal for Timed<J> {
+    fn append(&self, entry: &JournalEntry<'_>) -> Result<(), JournalError> {
+        self.appends.time(|| self.inner.append(entry))
+    }
+
+    fn flush(&self) -> Result<(), JournalError> {
+        self.inner.flush()
+    }
+
+    fn ledger(&self) -> Option<&dyn Ledger> {
+        self.inner.ledger().map(|_| self as &dyn Ledger)
+    }
+}
+
+impl<J: Journal> Ledger for Timed<J> {
+    fn begin(
+        &self,
+        attempting: &JournalEntry<'_>,
+        retry_in_doubt: bool,
+    ) -> Result<Claim, JournalError> {
+        let ledger = self
+            .inner
+            .ledger()
+            .expect("asked only when the journal has a ledger");
+        self.claims
+            .time(|| ledger.begin(attempting, retry_in_doubt))
+    }
+}
+
+/// Guarded webhooks journaled to PostgreSQL against raw reqwest, to a receiver that
+/// answers after [`SLOW_ANSWER`], one request in flight, interleaved.
+fn postgres_journal(
+    report: &mut Report,
+    runtime: &tokio::runtime::Runtime,
+    raw: &reqwest::Client,
+    key: &IdempotencyKey,
+    admin: &str,
+) {
+    let address = start_receiver(SLOW_ANSWER);
+    let url = format!("http://{address}/hooks/orders");
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_millis();
+    let name = format!("bench_webhook_{}_{started}", std::process::id());
+    let database = format!(
+        "{}/{name}",
+        admin.rsplit_once('/').expect("a database URL").0
+    );
+    let admin_client = runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(admin, NoTls)
+            .await
+            .expect("connect to PostgreSQL");
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("create the bench database");
+        client
+    });
+    let journal = Arc::new(Timed {
+        inner: PostgresJournal::connect(
+            parse_url(&database).expect("database URL"),
+            "postgres://bench",
+        )
+        .expect("PostgreSQL journal"),
+        claims: Tally::default(),
+        appends: Tally::default(),
+    });
+    let guarded = WebhookClient::builder(url.as_str())
+        .ssrf_policy(
+            SsrfPolicy::default()
+                .allow_network("127.0.0.1/32".parse::<IpNetwork>().expect("network")),
+        )
+        .build(journal.clone())
+        .expect("guarded client");
+
+    runtime.block_on(guarded_chunk(&guarded, 0, SLOW_CHUNK));
+    runtime.block_on(raw_chunk(raw, &url, key, 0, SLOW_CHUNK));
+    let (claims_before, appends_before) = (journal.claims.totals(), journal.appends.totals());
+    let (guarded_best, raw_best) = interleaved_chunks(
+        SLOW_CHUNKS,
+        SLOW_REPEATS,
+        |chunk| runtime.block_on(guarded_chunk(&guarded, chunk * SLOW_CHUNK, SLOW_CHUNK)),
+        |chunk| runtime.block_on(raw_chunk(raw, &url, key, chunk * SLOW_CHUNK, SLOW_CHUNK)),
+    );
+    let (claims, appends) = (journal.claims.totals(), journal.appends.totals());
+    let (claim_calls, claim_nanos) = (claims.0 - claims_before.0, claims.1 - claims_before.1);
+    let (append_calls, append_nanos) = (appends.0 - appends_before.0, appends.1 - appends_before.1);
+    let guarded_sent = (SLOW_CHUNKS * SLOW_CHUNK * SLOW_REPEATS) as f64;
+    drop(guarded);
+    drop(journal);
+    // What one round trip to the server costs when the server and this process have idled
+    // as long as a delivery takes, and right after another one: a prepared `SELECT 1`.
+    let (after_idle, back_to_back) = runtime.block_on(async {
+        let select = admin_client.prepare("SELECT 1").await.expect("prepare");
+        let (mut after_idle, mut back_to_back) = (Vec::new(), Vec::new());
+        for _ in 0..ROUND_TRIPS {
+            tokio::time::sleep(SLOW_ANSWER).await;
+            for times in [&mut after_idle, &mut back_to_back] {
+                let started = Instant::now();
+                admin_client
+                    .query_one(&select, &[])
+                    .await
+                    .expect("SELECT 1");
+                times.push(started.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        (median(after_idle), median(back_to_back))
+    });
+    runtime.block_on(async {
+        admin_client
+            .batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)"))
+            .await
+            .expect("drop the bench database");
+    });
+
+    let webhooks = SLOW_CHUNKS * SLOW_CHUNK;
+    let guarded_rate = per_second(webhooks, guarded_best);
+    let raw_rate = per_second(webhooks, raw_best);
+    report
+        .figure(
+            "webhook.postgres_journal.guarded.deliveries_per_second",
+            guarded_rate,
+            "webhooks/s (receiver answering after 5 ms, one in flight)",
+        )
+        .figure(
+            "webhook.postgres_journal.raw_reqwest.deliveries_per_second",
+            raw_rate,
+            "webhooks/s (receiver answering after 5 ms, one in flight)",
+        )
+        .ratio(
+            "webhook.postgres_journal.guarded_vs_raw_throughput",
+            guarded_rate / raw_rate,
+            "raw reqwest, same requests and client settings, receiver answering after 5 ms, one request in flight",
+        )
+        .figure(
+            "webhook.postgres_journal.added_ms_per_delivery",
+            (guarded_best.as_secs_f64() - raw_best.as_secs_f64()) * 1e3 / webhooks as f64,
+            "ms/delivery (guarded minus raw)",
+        )
+        .figure(
+            "webhook.postgres_journal.journal_ms_per_delivery",
+            (claim_nanos + append_nanos) as f64 / 1e6 / guarded_sent,
+            "ms/delivery (mean time in the journal's claim and appends)",
+        )
+        .figure(
+            "webhook.postgres_journal.claim_ms",
+            claim_nanos as f64 / 1e6 / claim_calls as f64,
+            "ms (mean Ledger::begin: one statement, right after the previous delivery)",
+        )
+        .figure(
+            "webhook.postgres_journal.append_ms",
+            append_nanos as f64 / 1e6 / append_calls as f64,
+            "ms (mean Journal::append of the delivered line: one statement, after the receiver's 5 ms)",
+        )
+        .figure(
+            "webhook.postgres_journal.round_trip_after_idle_ms",
+            after_idle,
+            "ms (prepared SELECT 1 after 5 ms idle, median)",
+        )
+        .figure(
+            "webhook.postgres_journal.round_trip_back_to_back_ms",
+            back_to_back,
+            "ms (prepared SELECT 1 right after another, median)",
+        )
+        .figure(
+            "webhook.postgres_journal.journal_calls_per_delivery",
+            (claim_calls + append_calls) as f64 / guarded_sent,
+            "calls/delivery (the claim and the delivered line, one statement each)",
+        );
+}
+
 fn main() {
-    let address = start_receiver();
+    let address = start_receiver(Duration::ZERO);
     let url = format!("http://{address}/hooks/orders");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -115,24 +369,24 @@ fn main() {
         .expect("guarded client");
 
     // Warm both connection pools and allocators once.
-    runtime.block_on(guarded_chunk(&guarded, 0));
-    runtime.block_on(raw_chunk(&raw, &url, &key, 0));
+    runtime.block_on(guarded_chunk(&guarded, 0, CHUNK));
+    runtime.block_on(raw_chunk(&raw, &url, &key, 0, CHUNK));
 
     // Each chunk of 500 is timed REPEATS times per subject, interleaved; the fastest time
     // of each chunk counts, which filters out moments when other work had the machine.
     let (guarded_best, raw_best) = interleaved_chunks(
         WEBHOOKS / CHUNK,
         REPEATS,
-        |chunk| runtime.block_on(guarded_chunk(&guarded, chunk * CHUNK)),
-        |chunk| runtime.block_on(raw_chunk(&raw, &url, &key, chunk * CHUNK)),
+        |chunk| runtime.block_on(guarded_chunk(&guarded, chunk * CHUNK, CHUNK)),
+        |chunk| runtime.block_on(raw_chunk(&raw, &url, &key, chunk * CHUNK, CHUNK)),
     );
     journal.flush().expect("flush the journal");
-    runtime.block_on(guarded_chunk(&unjournaled, 0));
+    runtime.block_on(guarded_chunk(&unjournaled, 0, CHUNK));
     let (unjournaled_best, raw_again_best) = interleaved_chunks(
         WEBHOOKS / CHUNK,
         REPEATS,
-        |chunk| runtime.block_on(guarded_chunk(&unjournaled, chunk * CHUNK)),
-        |chunk| runtime.block_on(raw_chunk(&raw, &url, &key, chunk * CHUNK)),
+        |chunk| runtime.block_on(guarded_chunk(&unjournaled, chunk * CHUNK, CHUNK)),
+        |chunk| runtime.block_on(raw_chunk(&raw, &url, &key, chunk * CHUNK, CHUNK)),
     );
 
     let guarded_rate = per_second(WEBHOOKS, guarded_best);
@@ -164,6 +418,19 @@ fn main() {
             (guarded_best.as_secs_f64() - unjournaled_best.as_secs_f64()) * 1e6 / WEBHOOKS as f64,
             "µs/delivery",
         );
+
+    match std::env::var("REPLAYSAFE_TEST_POSTGRES_URL") {
+        Ok(admin) if !admin.is_empty() => {
+            postgres_journal(&mut report, &runtime, &raw, &key, &admin)
+        }
+        _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
+            replaysafe_test::services::require("REPLAYSAFE_TEST_POSTGRES_URL");
+        }
+        _ => println!(
+            "skipped the PostgreSQL-journaled comparison: REPLAYSAFE_TEST_POSTGRES_URL is not set \
+             (`cargo xtask bench` starts the server and sets it)"
+        ),
+    }
     let path = report.write().expect("write the report");
     println!("report: {}", path.display());
 }
