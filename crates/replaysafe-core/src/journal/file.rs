@@ -419,7 +419,7 @@ impl Journal for JsonlJournal {
 /// processes appended since the last look are read, the key looked up, and the
 /// `attempting` record written before the lock is let go, so of two processes racing on
 /// a key the second finds the first's claim. The first look reads the whole file (about two
-/// second per million records); later ones read only what was appended since.
+/// seconds per million records); later ones read only what was appended since.
 impl Ledger for JsonlJournal {
     fn begin(
         &self,
