@@ -3,7 +3,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::ledger::{KeyIndex, may_attempt};
+use super::ledger::KeyIndex;
 use super::{Claim, Journal, JournalDecision, JournalEntry, JournalError, Ledger};
 
 /// Bytes [`Durability::Buffered`] collects before it writes them.
@@ -461,7 +461,7 @@ impl Ledger for JsonlJournal {
                 .read_keys(keys)
                 .map_err(|e| JournalError::recalling(self.shown(), key, e))?;
             let memory = keys.memory(key, attempting.action);
-            let claimed = may_attempt(&memory, retry_in_doubt);
+            let claimed = memory.may_attempt(retry_in_doubt);
             if claimed {
                 bytes.truncate(1);
                 attempting.write_json(bytes);

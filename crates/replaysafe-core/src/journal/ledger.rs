@@ -38,7 +38,11 @@ impl Memory {
     /// Whether an attempt may go ahead: the key is clear, or in doubt and the receiver
     /// drops repeats (`retry_in_doubt`). A delivered key never.
     pub fn may_attempt(&self, retry_in_doubt: bool) -> bool {
-        may_attempt(self, retry_in_doubt)
+        match self {
+            Memory::Clear => true,
+            Memory::InDoubt { .. } => retry_in_doubt,
+            Memory::Delivered { .. } => false,
+        }
     }
 
     /// A note for the journal saying what the ledger found, when it stops an attempt.
@@ -92,15 +96,6 @@ pub trait Ledger: Send + Sync + fmt::Debug {
         attempting: &JournalEntry<'_>,
         retry_in_doubt: bool,
     ) -> Result<Claim, JournalError>;
-}
-
-/// Whether a claim may go ahead, given what is known of the key.
-pub(crate) fn may_attempt(memory: &Memory, retry_in_doubt: bool) -> bool {
-    match memory {
-        Memory::Clear => true,
-        Memory::InDoubt { .. } => retry_in_doubt,
-        Memory::Delivered { .. } => false,
-    }
 }
 
 /// One key's last known state.

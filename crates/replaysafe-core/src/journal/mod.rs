@@ -102,7 +102,7 @@ impl<A: Journal, B: Journal> Journal for (A, B) {
         self.1.flush()
     }
     fn ledger(&self) -> Option<&dyn Ledger> {
-        (self.0.ledger().is_some() || self.1.ledger().is_some()).then_some(self as &dyn Ledger)
+        keeper(self).map(|_| self as &dyn Ledger)
     }
 }
 
@@ -112,23 +112,25 @@ impl<A: Journal, B: Journal> Ledger for (A, B) {
         attempting: &JournalEntry<'_>,
         retry_in_doubt: bool,
     ) -> Result<Claim, JournalError> {
-        let (ledger, other): (&dyn Ledger, &dyn Journal) = match (self.0.ledger(), self.1.ledger())
-        {
-            (Some(ledger), _) => (ledger, &self.1),
-            (None, Some(ledger)) => (ledger, &self.0),
-            (None, None) => {
-                // Not reached: `ledger` offers the pair only when one of them keeps one.
-                return Ok(Claim {
-                    memory: Memory::Clear,
-                    claimed: false,
-                });
-            }
+        // Offered by `ledger` only when one of the two keeps a memory; the other gets the
+        // claim appended. With neither, nothing may be claimed.
+        let Some((ledger, other)) = keeper(self) else {
+            return Ok(Claim::new(Memory::Clear, false));
         };
         let claim = ledger.begin(attempting, retry_in_doubt)?;
         if claim.claimed {
             other.append(attempting)?;
         }
         Ok(claim)
+    }
+}
+
+/// Which of a pair of journals keeps the memory (the first that does), and the other one.
+fn keeper<A: Journal, B: Journal>(pair: &(A, B)) -> Option<(&dyn Ledger, &dyn Journal)> {
+    match (pair.0.ledger(), pair.1.ledger()) {
+        (Some(ledger), _) => Some((ledger, &pair.1)),
+        (None, Some(ledger)) => Some((ledger, &pair.0)),
+        (None, None) => None,
     }
 }
 

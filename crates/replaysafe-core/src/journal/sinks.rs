@@ -1,6 +1,6 @@
 use std::sync::Mutex;
 
-use super::ledger::{KeyIndex, may_attempt};
+use super::ledger::KeyIndex;
 use super::{Claim, Journal, JournalEntry, JournalError, JournalRecord, Ledger};
 
 /// Keeps records in memory; for tests and for in-process reports.
@@ -79,7 +79,7 @@ impl Ledger for MemoryJournal {
             );
         }
         let memory = index.memory(attempting.idempotency_key, attempting.action);
-        let claimed = may_attempt(&memory, retry_in_doubt);
+        let claimed = memory.may_attempt(retry_in_doubt);
         if claimed {
             records.push(attempting.to_record());
         }
