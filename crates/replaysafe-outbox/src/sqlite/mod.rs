@@ -239,39 +239,38 @@ impl SqliteOutbox {
     /// [`OutboxError::NoOutbox`]; another schema version is
     /// [`OutboxError::SchemaTooOld`] or [`OutboxError::SchemaTooNew`].
     pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self, OutboxError> {
-        let path = path.as_ref();
-        let shown = format!("sqlite:{}", path.display());
-        if !path.is_file() {
-            return Err(OutboxError::NoOutbox { database: shown });
-        }
-        let conn = Connection::open_with_flags(
-            path,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        Self::open_without_creating(
+            path.as_ref(),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            "opening the outbox database read-only",
         )
-        .map_err(sql("opening the outbox database read-only"))?;
-        conn.busy_timeout(BUSY_TIMEOUT)
-            .map_err(sql("setting the busy timeout"))?;
-        check_schema(&conn, &shown)?;
-        Ok(SqliteOutbox {
-            conn: Arc::new(Mutex::new(conn)),
-            path: Arc::new(path.to_owned()),
-        })
     }
 
     /// Opens the database at `path` for operators' commands that change rows (`retry`,
     /// `resend`, `purge`) on an outbox that already exists: it creates no file and no
     /// table, and migrates nothing. Errors as for [`SqliteOutbox::open_read_only`].
     pub fn open_existing(path: impl AsRef<Path>) -> Result<Self, OutboxError> {
-        let path = path.as_ref();
+        Self::open_without_creating(
+            path.as_ref(),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE,
+            "opening the outbox database",
+        )
+    }
+
+    /// Opens an existing outbox with `access` (read-only or read-write, never create):
+    /// what [`SqliteOutbox::open_read_only`] and [`SqliteOutbox::open_existing`] share.
+    fn open_without_creating(
+        path: &Path,
+        access: rusqlite::OpenFlags,
+        doing: &'static str,
+    ) -> Result<Self, OutboxError> {
         let shown = format!("sqlite:{}", path.display());
         if !path.is_file() {
             return Err(OutboxError::NoOutbox { database: shown });
         }
-        let conn = Connection::open_with_flags(
-            path,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(sql("opening the outbox database"))?;
+        let conn =
+            Connection::open_with_flags(path, access | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX)
+                .map_err(sql(doing))?;
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(sql("setting the busy timeout"))?;
         check_schema(&conn, &shown)?;
