@@ -36,12 +36,17 @@
 //!
 //! A worker finds its database in `REPLAYSAFE_JOURNAL`, so no password is on a command line.
 
+#[path = "soak_common.rs"]
+mod soak_common;
+
+use soak_common::{flag, fresh_postgres, lock};
+
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
@@ -65,23 +70,10 @@ use replaysafe::{
 const PIPELINE: &str = "ledger_soak";
 
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    if args.first().map(String::as_str) == Some("worker") {
-        runtime.block_on(worker(&args[1..]))
-    } else {
-        runtime.block_on(controller(&args))
-    }
-}
-
-fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(String::as_str)
+    soak_common::main_of(
+        |args| async move { worker(&args).await },
+        |args| async move { controller(&args).await },
+    )
 }
 
 fn loopback() -> anyhow::Result<SsrfPolicy> {
@@ -310,10 +302,6 @@ struct Shared {
     notes_killed_before_answer: AtomicU64,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Shared {
     /// SIGKILLs the worker in `slot`, counting it, while kills remain.
     fn kill(&self, slot: usize) -> bool {
@@ -438,21 +426,6 @@ fn ended(slot: usize, child: &mut Child) -> anyhow::Result<Option<()>> {
     }
 }
 
-/// A fresh database on the server at `admin`; returns its URL.
-async fn fresh_postgres(admin: &str) -> anyhow::Result<String> {
-    let (client, connection) = replaysafe::outbox::tokio_postgres::connect(admin, NoTls).await?;
-    tokio::spawn(connection);
-    let name = format!("ledger_soak_{:016x}", fastrand::u64(..));
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await?;
-    let base = admin
-        .rsplit_once('/')
-        .context("--postgres-url: expected postgres://USER:PASSWORD@HOST:PORT/DB")?
-        .0;
-    Ok(format!("{base}/{name}"))
-}
-
 /// What the journal says of one key.
 #[derive(Debug, Default)]
 struct Lines {
@@ -473,7 +446,7 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
         None => std::env::var("REPLAYSAFE_TEST_POSTGRES_URL")
             .context("the ledger soak needs --postgres-url or REPLAYSAFE_TEST_POSTGRES_URL")?,
     };
-    let database = fresh_postgres(&admin).await?;
+    let database = fresh_postgres(&admin, "ledger_soak").await?;
     // The journal's tables exist before any worker starts: `PostgresJournal::connect`
     // creates them with `CREATE TABLE IF NOT EXISTS`, which PostgreSQL does not serialize,
     // so workers creating them at once on a fresh database can fail (a duplicate key in

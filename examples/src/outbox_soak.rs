@@ -21,12 +21,17 @@
 //! outbox_soak worker --db sqlite:PATH|postgres://… --url URL --slot K --lease-ms L
 //! ```
 
+#[path = "soak_common.rs"]
+mod soak_common;
+
+use soak_common::{flag, fresh_postgres, lock};
+
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
@@ -38,7 +43,6 @@ use chrono::{DurationRound, TimeDelta, Utc};
 use replaysafe::journal::NoopJournal;
 use replaysafe::outbox::postgres::{self, PostgresOutbox};
 use replaysafe::outbox::rusqlite::Connection;
-use replaysafe::outbox::tokio_postgres::NoTls;
 use replaysafe::outbox::{OutboxStore, Route, StoreCounters, Worker, WorkerBuilder, sqlite};
 use replaysafe::webhook::{IpNetwork, SsrfPolicy, Webhook, WebhookClient};
 use replaysafe::{ReplayContext, RunKind, Window};
@@ -48,23 +52,10 @@ const FREEZE: Duration = Duration::from_millis(1600);
 const ROUTE: &str = "partner_webhook";
 
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    if args.first().map(String::as_str) == Some("worker") {
-        runtime.block_on(worker(&args[1..]))
-    } else {
-        runtime.block_on(controller(&args))
-    }
-}
-
-fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(String::as_str)
+    soak_common::main_of(
+        |args| async move { worker(&args).await },
+        |args| async move { controller(&args).await },
+    )
 }
 
 fn route(url: &str, slot: &str) -> anyhow::Result<Route<WebhookClient>> {
@@ -115,10 +106,6 @@ struct Shared {
     frozen: AtomicBool,
     /// The slot of the frozen worker: no kill touches it, so its stale completion happens.
     frozen_slot: Mutex<Option<usize>>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Shared {
@@ -332,21 +319,6 @@ impl Database {
     }
 }
 
-/// A fresh database on the server at `admin`; returns its URL.
-async fn fresh_postgres(admin: &str) -> anyhow::Result<String> {
-    let (client, connection) = replaysafe::outbox::tokio_postgres::connect(admin, NoTls).await?;
-    tokio::spawn(connection);
-    let name = format!("soak_{:016x}", fastrand::u64(..));
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await?;
-    let base = admin
-        .rsplit_once('/')
-        .context("--postgres-url: expected postgres://USER:PASSWORD@HOST:PORT/DB")?
-        .0;
-    Ok(format!("{base}/{name}"))
-}
-
 async fn controller(args: &[String]) -> anyhow::Result<()> {
     let kills: u64 = flag(args, "--kills").unwrap_or("30").parse()?;
     let workers: usize = flag(args, "--workers").unwrap_or("3").parse()?;
@@ -369,7 +341,7 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
                     "--backend postgres needs --postgres-url or REPLAYSAFE_TEST_POSTGRES_URL",
                 )?,
             };
-            let url = fresh_postgres(&admin).await?;
+            let url = fresh_postgres(&admin, "soak").await?;
             let store = PostgresOutbox::builder(postgres::parse_url(&url)?)
                 .pool_size(2)
                 .listen(false)
