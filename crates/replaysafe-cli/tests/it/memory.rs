@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use replaysafe_core::journal::{JournalDecision, JournalReader, JournalRecord};
 
-use crate::send::environments;
+use crate::send::{ScriptedSmtp, environments};
 
 /// The binary with no `REPLAYSAFE_` or `AIRFLOW_CTX_` variable of this process, as a
 /// process that can be killed.
@@ -189,50 +189,6 @@ stop.wait()
 controller.stop()
 "#;
 
-/// A [`HOLDING_SMTP`] server this test starts, stopped by its own handle.
-struct HoldingSmtp {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl HoldingSmtp {
-    fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .unwrap()
-            .port();
-        let mut child = std::process::Command::new("/usr/bin/python3")
-            .args(["-c", HOLDING_SMTP])
-            .arg(dir.path().join("maildir"))
-            .arg(port.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting aiosmtpd");
-        let stdout = child.stdout.take().unwrap();
-        let ready = BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .any(|line| line.starts_with("READY"));
-        assert!(ready, "the holding aiosmtpd did not start");
-        HoldingSmtp { child, port, dir }
-    }
-
-    fn maildir(&self) -> PathBuf {
-        self.dir.path().join("maildir")
-    }
-}
-
-impl Drop for HoldingSmtp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Waits until `done` holds, for at most 30 s.
 fn wait_for(what: &str, done: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -244,7 +200,7 @@ fn wait_for(what: &str, done: impl Fn() -> bool) {
 
 #[test]
 fn an_email_whose_sender_was_killed_after_the_server_took_it_is_in_doubt_and_not_sent_again() {
-    let server = HoldingSmtp::start();
+    let server = ScriptedSmtp::start(HOLDING_SMTP);
     let port = server.port.to_string();
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("journal.jsonl");

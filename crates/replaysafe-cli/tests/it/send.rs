@@ -683,15 +683,16 @@ stop.wait()
 controller.stop()
 "#;
 
-/// A [`REJECTING_SMTP`] server this test starts, stopped by its own handle.
-struct RejectingSmtp {
+/// An aiosmtpd running `script` (given the maildir and the port as arguments; it prints
+/// `READY` once listening), started by a test and stopped by its own handle.
+pub(crate) struct ScriptedSmtp {
     child: std::process::Child,
-    port: u16,
-    _dir: tempfile::TempDir,
+    pub(crate) port: u16,
+    dir: tempfile::TempDir,
 }
 
-impl RejectingSmtp {
-    fn start() -> Self {
+impl ScriptedSmtp {
+    pub(crate) fn start(script: &str) -> Self {
         use std::io::BufRead;
         let dir = tempfile::tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -699,7 +700,7 @@ impl RejectingSmtp {
             .unwrap()
             .port();
         let mut child = std::process::Command::new("/usr/bin/python3")
-            .args(["-c", REJECTING_SMTP])
+            .args(["-c", script])
             .arg(dir.path().join("maildir"))
             .arg(port.to_string())
             .stdin(std::process::Stdio::null())
@@ -712,16 +713,17 @@ impl RejectingSmtp {
             .lines()
             .map_while(Result::ok)
             .any(|line| line.starts_with("READY"));
-        assert!(ready, "the rejecting aiosmtpd did not start");
-        RejectingSmtp {
-            child,
-            port,
-            _dir: dir,
-        }
+        assert!(ready, "the scripted aiosmtpd did not start");
+        ScriptedSmtp { child, port, dir }
+    }
+
+    /// Where it stores what it accepts.
+    pub(crate) fn maildir(&self) -> std::path::PathBuf {
+        self.dir.path().join("maildir")
     }
 }
 
-impl Drop for RejectingSmtp {
+impl Drop for ScriptedSmtp {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -737,7 +739,7 @@ fn email_canaries_reach_no_output_and_no_journal_on_any_path() {
     let tls_port = replaysafe_test::services::require("REPLAYSAFE_TEST_SMTPS_PORT");
     let tls_ca = replaysafe_test::services::require("REPLAYSAFE_TEST_SMTPS_CA");
     let tls_user = replaysafe_test::services::require("REPLAYSAFE_TEST_SMTPS_USER");
-    let rejecting = RejectingSmtp::start();
+    let rejecting = ScriptedSmtp::start(REJECTING_SMTP);
     let dir = tempfile::tempdir().unwrap();
     let domain = format!("cli-canary-{}.example", std::process::id());
     let recipient = format!("{RECIPIENT}@{domain}");
