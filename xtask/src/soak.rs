@@ -119,31 +119,21 @@ pub(crate) fn outbox(
     backend: Backend,
     env: &[(String, String)],
 ) -> anyhow::Result<()> {
-    let bench = target_dir().join("bench");
-    std::fs::create_dir_all(&bench)?;
     let (figures, backend_name) = match backend {
-        Backend::Sqlite => (bench.join("outbox-soak.json"), "sqlite"),
-        Backend::Postgres => (bench.join("outbox-soak-postgres.json"), "postgres"),
+        Backend::Sqlite => ("outbox-soak.json", "sqlite"),
+        Backend::Postgres => ("outbox-soak-postgres.json", "postgres"),
     };
-    exec(
-        cargo()
-            .args([
-                "run",
-                "--quiet",
-                "--package",
-                "replaysafe-examples",
-                "--bin",
-                "outbox_soak",
-                "--",
-            ])
-            .args(["--kills", &kills.to_string()])
-            .args(["--workers", &workers.to_string()])
-            .args(["--backend", backend_name])
-            .arg("--out")
-            .arg(&figures)
-            .envs(env.iter().cloned()),
-    )?;
-    merge(&figures, "outbox")
+    let workers = workers.to_string();
+    soak(
+        "outbox",
+        figures,
+        &[
+            ("--kills", &kills.to_string()),
+            ("--workers", &workers),
+            ("--backend", backend_name),
+        ],
+        env,
+    )
 }
 
 /// Runs the ledger crash test on PostgreSQL (with `env` for the server's variables) and
@@ -154,28 +144,45 @@ pub(crate) fn ledger(
     effects: u32,
     env: &[(String, String)],
 ) -> anyhow::Result<()> {
+    soak(
+        "ledger",
+        "ledger-soak.json",
+        &[
+            ("--kills", &kills.to_string()),
+            ("--processes", &processes.to_string()),
+            ("--effects", &effects.to_string()),
+        ],
+        env,
+    )
+}
+
+/// Runs the example `<what>_soak` with `flags`, its figures written to `figures` under
+/// `target/bench/`, then merges them into `target/bench/summary.json`.
+fn soak(
+    what: &str,
+    figures: &str,
+    flags: &[(&str, &str)],
+    env: &[(String, String)],
+) -> anyhow::Result<()> {
     let bench = target_dir().join("bench");
     std::fs::create_dir_all(&bench)?;
-    let figures = bench.join("ledger-soak.json");
-    exec(
-        cargo()
-            .args([
-                "run",
-                "--quiet",
-                "--package",
-                "replaysafe-examples",
-                "--bin",
-                "ledger_soak",
-                "--",
-            ])
-            .args(["--kills", &kills.to_string()])
-            .args(["--processes", &processes.to_string()])
-            .args(["--effects", &effects.to_string()])
-            .arg("--out")
-            .arg(&figures)
-            .envs(env.iter().cloned()),
-    )?;
-    merge(&figures, "ledger")
+    let figures = bench.join(figures);
+    let mut command = cargo();
+    command
+        .args([
+            "run",
+            "--quiet",
+            "--package",
+            "replaysafe-examples",
+            "--bin",
+        ])
+        .arg(format!("{what}_soak"))
+        .arg("--");
+    for (flag, value) in flags {
+        command.args([flag, value]);
+    }
+    exec(command.arg("--out").arg(&figures).envs(env.iter().cloned()))?;
+    merge(&figures, what)
 }
 
 /// Merges the figures in the file `figures` into `target/bench/summary.json`.
