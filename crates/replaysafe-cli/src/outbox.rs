@@ -403,7 +403,7 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
                         oldest.map_or("none".to_owned(), |age| format!("{} s", age.as_secs()))
                     );
                     println!(
-                        "in doubt: {in_doubt} (claimed, lease over: a delivery may have been made; the row will be reclaimed and sent again under its key)"
+                        "in doubt: {in_doubt} (claimed, lease over: a delivery may have been made; the next claim asks the journal, and a receiver that cannot drop a repeat gets nothing until a resend)"
                     );
                     println!(
                         "stale completions rejected: {}, rows reclaimed: {}",

@@ -87,8 +87,10 @@ impl WorkerBuilder {
         self
     }
 
-    /// How long a claim holds (default 60 s). Make it much longer than one delivery:
-    /// a delivery that outlives its lease may be made again by another worker.
+    /// How long a claim holds (default 60 s). Make it much longer than one delivery: a
+    /// worker held up past its lease after it checked the lease and before it journaled
+    /// its attempt may still deliver after another worker has (the reclaim found no
+    /// attempt in the journal), so such a delivery may be made twice.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
