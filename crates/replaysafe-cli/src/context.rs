@@ -82,7 +82,7 @@ pub fn resolve(cx: &ReplayContext) -> Resolved {
         run_interval: cx.run_interval().map(ToString::to_string),
         backfill_id: cx.backfill_id().map(str::to_owned),
         mode: cx.mode().as_str().to_owned(),
-        journal: cx.journal_path().map(|p| p.display().to_string()),
+        journal: cx.journal_shown(),
         conflict: cx.conflict().map(|c| c.into_owned()),
         now: replaysafe_core::rfc3339(cx.now()),
         decisions: EffectKind::BUILT_IN

@@ -91,7 +91,7 @@ impl fmt::Debug for ReplayContext {
             .field("recency", &inner.recency)
             .field("opt_ins", &inner.opt_ins)
             .field("trusted_approvers", &inner.trusted_approvers)
-            .field("journal_path", &inner.journal_path)
+            .field("journal", &self.journal_shown())
             .field("conflict", &inner.conflict)
             .finish_non_exhaustive()
     }
@@ -314,6 +314,13 @@ impl ReplayContext {
     /// Where the journal should go, from `REPLAYSAFE_JOURNAL`.
     pub fn journal_path(&self) -> Option<&Path> {
         self.inner.journal_path.as_deref()
+    }
+
+    /// [`ReplayContext::journal_path`] as people may see it: a database URL's password
+    /// (`postgres://user:secret@host/db`) is shown as `…`.
+    pub fn journal_shown(&self) -> Option<String> {
+        self.journal_path()
+            .map(|path| without_password(&path.to_string_lossy()))
     }
 
     /// Opens the journal at [`ReplayContext::journal_path`] (`REPLAYSAFE_JOURNAL`) for
@@ -654,4 +661,50 @@ impl ReplayContextBuilder {
 
 fn window_text(window: &Window) -> (String, String) {
     (crate::rfc3339(window.start()), crate::rfc3339(window.end()))
+}
+
+/// `text` with the password of a URL's user information (`scheme://user:password@host`)
+/// replaced by `…`; any other text as it is.
+fn without_password(text: &str) -> String {
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return text.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((user_info, host)) if user_info.contains(':') => {
+            let user = user_info
+                .split_once(':')
+                .map_or(user_info, |(user, _)| user);
+            format!("{scheme}://{user}:…@{host}{tail}")
+        }
+        _ => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod journal_shown_tests {
+    use super::without_password;
+
+    #[test]
+    fn a_database_urls_password_is_not_shown() {
+        assert_eq!(
+            without_password("postgres://jane:s3cr3t@db:5432/pipelines?sslmode=disable"),
+            "postgres://jane:…@db:5432/pipelines?sslmode=disable"
+        );
+        assert_eq!(
+            without_password("postgres://jane@db/pipelines"),
+            "postgres://jane@db/pipelines"
+        );
+        assert_eq!(
+            without_password("/var/log/journal.jsonl"),
+            "/var/log/journal.jsonl"
+        );
+        assert_eq!(without_password("sqlite:journal.db"), "sqlite:journal.db");
+        // A password holding '@' or ':' is hidden whole.
+        assert_eq!(
+            without_password("postgres://u:a@b:c@h/d"),
+            "postgres://u:…@h/d"
+        );
+    }
 }

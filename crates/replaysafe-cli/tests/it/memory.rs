@@ -395,3 +395,41 @@ fn a_database_journal_is_the_ledger_of_every_process_sharing_it() {
     );
     assert_eq!(arrived(&maildir, &subject), 0);
 }
+
+#[test]
+fn a_database_journals_password_is_shown_nowhere() {
+    const CANARY: &str = "journal-password-canary-5e1f";
+    let (_, scheduled) = environments().into_iter().next().unwrap();
+    let journal = format!("postgres://replaysafe:{CANARY}@127.0.0.1:1/journal");
+    for args in [&["context"][..], &["context", "--json"][..]] {
+        let output = clean_command()
+            .args(args)
+            .envs(scheduled.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("REPLAYSAFE_JOURNAL", &journal)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(output.status.code(), Some(0), "{text}");
+        assert!(
+            text.contains("postgres://replaysafe:…@127.0.0.1:1/journal"),
+            "{text}"
+        );
+        assert!(!text.contains(CANARY), "{text}");
+    }
+    // A journal that cannot be reached: exit 2, nothing sent, the password not repeated.
+    let output = clean_command()
+        .args(["send", "webhook", "--url", "http://127.0.0.1:9/hooks"])
+        .args(["--event-type", "orders.published", "--data", "{}"])
+        .args(["--allow-host", "127.0.0.1"])
+        .envs(scheduled.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env("REPLAYSAFE_JOURNAL", &journal)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains(CANARY), "{stderr}");
+}
