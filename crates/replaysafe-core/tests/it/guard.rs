@@ -353,14 +353,12 @@ impl EffectClient for HeaderClient {
 #[test]
 fn canary_secrets_reach_no_journal_and_no_log() {
     const CANARY: &str = "CANARY-7f3a9-do-not-log";
-    let logs = replaysafe_test::logs::CapturedLogs::default();
-    let subscriber = logs.subscriber();
+    let (logs, capture) = replaysafe_test::logs::CapturedLogs::capture_thread();
     let dir = std::env::temp_dir().join(format!("replaysafe-canary-{}", std::process::id()));
     let path = dir.join("journal.jsonl");
     let _ = std::fs::remove_file(&path);
 
-    tracing::subscriber::with_default(subscriber, || {
-        tracing::callsite::rebuild_interest_cache();
+    {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
@@ -381,7 +379,8 @@ fn canary_secrets_reach_no_journal_and_no_log() {
             }
             guard.journal().flush().unwrap();
         });
-    });
+    }
+    drop(capture);
 
     let journal = std::fs::read_to_string(&path).unwrap();
     let logs = logs.text();
