@@ -49,8 +49,8 @@ use chrono::{DurationRound, TimeDelta, Utc};
 use replaysafe::outbox::sqlite::SqliteOutbox;
 use replaysafe::outbox::{Worker, WorkerStats};
 use replaysafe::{EffectKind, Journal, JsonlJournal, OptIn, ReplayContext, Window};
-use replaysafe_cli::input::Progress;
-use replaysafe_cli::report::Breakdown;
+use replaysafe_review::Reader;
+use replaysafe_review::report::Breakdown;
 
 use crate::orders::{Interrupted, OrdersDb};
 use crate::publish::Landing;
@@ -250,18 +250,21 @@ async fn run() -> anyhow::Result<bool> {
     print_summary(&summary, &summary_path);
 
     // The breakdowns `replaysafe report` shows by default, for the page.
-    let report = replaysafe_cli::report::build(
+    let report = Reader::default().report(
         std::slice::from_ref(&demo.journal_path),
         &[Breakdown::Kind, Breakdown::Reason],
-        false,
-        &Progress::hidden(),
     )?;
     println!("\nreplaysafe report {}", demo.journal_path.display());
     for group in &report.groups {
         println!("  {}", group.headline);
     }
     let page = dir.join("report.html");
-    std::fs::write(&page, replaysafe_cli::html::render(&report, None))
+    std::fs::File::create(&page)
+        .map(std::io::BufWriter::new)
+        .and_then(|mut out| {
+            report.write_html(None, &mut out)?;
+            std::io::Write::flush(&mut out)
+        })
         .with_context(|| format!("writing {}", page.display()))?;
     println!("  the page for reviewers: {}", page.display());
     println!("\nwhere to look");

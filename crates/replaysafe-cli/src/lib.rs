@@ -2,8 +2,9 @@
 //! plans, the resolved context of a run, the gate for shell scripts, and signed approvals.
 //!
 //! The binary is documented by `replaysafe --help`. This library is its implementation,
-//! split out only so the commands can be tested and benchmarked directly: it is not
-//! published and not an API, and may change in any release.
+//! split out only so the commands can be tested directly: it is not published and not an
+//! API, and may change in any release. What `report`, `diff`, `plan` and `context` print
+//! is made by the `replaysafe-review` library; here are their flags and the progress bar.
 //!
 //! Exit codes: 0 success (a suppressed `send` is a success), 1 a negative answer
 //! (`diff` found differences, `report --fail-on` found such an effect, `send` failed to
@@ -15,19 +16,13 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 pub mod approve;
-pub mod compact;
-pub mod context;
-pub mod diff;
 pub mod duration;
-pub mod html;
-pub mod input;
 pub mod journals;
 pub mod outbox;
 pub mod plan;
 pub mod render;
-pub mod report;
+pub mod review;
 pub mod send;
-pub mod spill;
 
 /// Peak resident memory of this process in KiB (Linux `VmHWM`), when known.
 pub fn peak_memory_kib() -> Option<u64> {

@@ -7,9 +7,10 @@ use anyhow::Context;
 use chrono::{DateTime, SubsecRound, Utc};
 use clap::{CommandFactory, Parser, Subcommand};
 use replaysafe_cli::render::{Format, ReportFormat};
-use replaysafe_cli::report::{Breakdown, FailOn};
-use replaysafe_cli::{approve, context, diff, duration, html, input::Progress, plan, report, send};
+use replaysafe_cli::review::{Breakdown, FailOn, Progress};
+use replaysafe_cli::{approve, duration, plan, send};
 use replaysafe_core::{EffectKind, ReplayContext, RunKind, Window};
+use replaysafe_review::{Reader, context, report};
 
 /// Replay-safe side effects: report, diff and plan backfills; send through the gate.
 #[derive(Debug, Parser)]
@@ -406,34 +407,27 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                     "--base: only --format html shows a comparison; use `replaysafe diff BASE NEW` for text"
                 );
             }
-            let by = if by.is_empty() {
-                vec![Breakdown::Kind, Breakdown::Reason]
+            let by: Vec<report::Breakdown> = if by.is_empty() {
+                vec![report::Breakdown::Kind, report::Breakdown::Reason]
             } else {
-                by
+                by.into_iter().map(Into::into).collect()
             };
+            let reader = Reader::default().with_skip_invalid(skip_invalid);
             let progress = Progress::for_files(&journals);
-            let report = report::build(&journals, &by, skip_invalid, &progress)?;
+            let report = reader.with_progress(&progress).report(&journals, &by)?;
             let compared = match format.text() {
                 Some(_) => None,
                 None if base.is_empty() => None,
                 None => {
-                    let base: Vec<&std::path::Path> = base.iter().map(PathBuf::as_path).collect();
-                    let new: Vec<&std::path::Path> =
-                        journals.iter().map(PathBuf::as_path).collect();
-                    let progress = Progress::for_files(&[base.as_slice(), new.as_slice()].concat());
-                    Some(diff::compare_journals(
-                        &base,
-                        &new,
-                        skip_invalid,
-                        &progress,
-                    )?)
+                    let progress = Progress::for_files(&[base.as_slice(), &journals].concat());
+                    Some(reader.with_progress(&progress).diff(&base, &journals)?)
                 }
             };
             // Written as it is made: the lists are read back from disk row by row.
             let write = |out: &mut dyn std::io::Write| -> std::io::Result<()> {
                 match format.text() {
-                    Some(format) => report::write(&report, format, out)?,
-                    None => html::write(&report, compared.as_ref(), out)?,
+                    Some(format) => report.write(format.into(), out)?,
+                    None => report.write_html(compared.as_ref(), out)?,
                 }
                 out.flush()
             };
@@ -444,6 +438,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 None => write(&mut std::io::BufWriter::new(std::io::stdout().lock()))
                     .context("writing the report")?,
             }
+            let fail_on: Vec<report::FailOn> = fail_on.into_iter().map(Into::into).collect();
             let failures = report.failures(&fail_on);
             if failures.is_empty() {
                 return Ok(ExitCode::SUCCESS);
@@ -461,9 +456,12 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             skip_invalid,
         } => {
             let progress = Progress::for_files(&[&base, &new]);
-            let diff = diff::compare(&base, &new, skip_invalid, &progress)?;
+            let diff = Reader::default()
+                .with_skip_invalid(skip_invalid)
+                .with_progress(&progress)
+                .diff(&[base], &[new])?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            diff::write(&diff, format, &mut out)
+            diff.write(format.into(), &mut out)
                 .and_then(|()| std::io::Write::flush(&mut out))
                 .context("writing the differences")?;
             Ok(if diff.is_empty() {
@@ -513,7 +511,12 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Context { json } => {
             let cx =
                 ReplayContext::from_env().context("resolving the context from the environment")?;
-            print!("{}", context::render(&context::resolve(&cx), json));
+            let description = context::describe(&cx);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&description)?);
+            } else {
+                print!("{description}");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Send(send) => {

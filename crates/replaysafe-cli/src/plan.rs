@@ -1,16 +1,12 @@
-//! `replaysafe plan`: the windows of a backfill and what the gate would do with each effect kind.
-
-use std::sync::Arc;
+//! The plan of a backfill, as `plan` and `approve` ask for it: their flags, mapped onto
+//! [`replaysafe_review::plan::Request`].
 
 use chrono::{DateTime, TimeDelta, Utc};
-use serde::Serialize;
+use replaysafe_core::{EffectKind, RunKind, Window};
 
-use replaysafe_core::{EffectKind, FixedClock, RecencyPolicy, ReplayContext, RunKind, Window};
+pub use replaysafe_review::plan::Plan;
 
-use crate::render::{Format, Table, time_text};
-
-/// Most windows a plan lists.
-pub const MAX_WINDOWS: usize = 100_000;
+use crate::render::Format;
 
 /// What to plan.
 #[derive(Clone, Debug)]
@@ -33,180 +29,21 @@ pub struct Request {
     pub effects: Vec<EffectKind>,
 }
 
-/// The gate's answer for one kind in one window.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Cell {
-    /// Effect kind.
-    pub kind: String,
-    /// Whether it would be delivered.
-    pub deliver: bool,
-    /// Every reason.
-    pub reasons: Vec<String>,
-}
-
-/// One window of the plan.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct PlannedWindow {
-    /// Start.
-    pub start: DateTime<Utc>,
-    /// End (exclusive).
-    pub end: DateTime<Utc>,
-    /// Per effect kind.
-    pub effects: Vec<Cell>,
-}
-
-/// The plan.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Plan {
-    /// Pipeline.
-    pub pipeline: String,
-    /// Run kind.
-    pub run_kind: String,
-    /// Window length, as given.
-    pub every: String,
-    /// Evaluation time.
-    pub now: DateTime<Utc>,
-    /// Whether the range is a whole number of steps (otherwise the last window is short).
-    pub aligned: bool,
-    /// Whether each run is an instant rather than a window.
-    pub instants: bool,
-    /// The windows.
-    pub windows: Vec<PlannedWindow>,
-    /// Windows that would deliver, per kind.
-    pub deliver_counts: Vec<(String, u64)>,
-}
-
 /// Builds the plan; too many windows or a bad max age is an error.
 pub fn build(request: &Request) -> anyhow::Result<Plan> {
-    let mut recency = RecencyPolicy::default();
+    let mut planned =
+        replaysafe_review::plan::Request::new(&request.pipeline, request.range, request.every)
+            .with_instants(request.instants)
+            .with_run_kind(request.kind)
+            .with_now(request.now)
+            .with_effects(request.effects.iter().cloned());
     for (kind, age) in &request.max_age {
-        recency = recency.with_max_age(kind.clone(), *age)?;
+        planned = planned.with_max_age(kind.clone(), *age);
     }
-    let windows: Vec<Window> = request
-        .range
-        .split(request.every)?
-        .map(|window| {
-            if request.instants {
-                Window::instant(window.start())
-            } else {
-                window
-            }
-        })
-        .take(MAX_WINDOWS + 1)
-        .collect();
-    anyhow::ensure!(
-        windows.len() <= MAX_WINDOWS,
-        "--every {} splits the range into more than {MAX_WINDOWS} windows; choose a longer step",
-        crate::duration::format(request.every)
-    );
-    let base = ReplayContext::builder()
-        .pipeline(&request.pipeline)
-        .run_id(format!("plan__{}", request.kind))
-        .run_kind(request.kind)
-        .window(request.range)
-        .recency(recency)
-        .clock(Arc::new(FixedClock::new(request.now)))
-        .build()?;
-    let mut deliver_counts: Vec<(String, u64)> =
-        request.effects.iter().map(|k| (k.to_string(), 0)).collect();
-    let planned = windows
-        .into_iter()
-        .map(|window| {
-            let cx = base.with_window(window);
-            let effects = request
-                .effects
-                .iter()
-                .zip(deliver_counts.iter_mut())
-                .map(|(kind, (_, count))| {
-                    let decision = cx.decide(kind, "*");
-                    if decision.delivers() {
-                        *count += 1;
-                    }
-                    Cell {
-                        kind: kind.to_string(),
-                        deliver: decision.delivers(),
-                        reasons: decision
-                            .reasons()
-                            .iter()
-                            .map(|r| r.as_str().to_owned())
-                            .collect(),
-                    }
-                })
-                .collect();
-            PlannedWindow {
-                start: window.start(),
-                end: window.end(),
-                effects,
-            }
-        })
-        .collect();
-    Ok(Plan {
-        pipeline: request.pipeline.clone(),
-        run_kind: request.kind.to_string(),
-        every: crate::duration::format(request.every),
-        now: request.now,
-        aligned: request.range.is_aligned_to(request.every),
-        instants: request.instants,
-        windows: planned,
-        deliver_counts,
-    })
+    Ok(planned.build()?)
 }
 
 /// Renders the plan.
 pub fn render(plan: &Plan, format: Format) -> String {
-    if format == Format::Json {
-        return serde_json::to_string_pretty(plan).unwrap_or_default() + "\n";
-    }
-    let mut out = String::new();
-    if format == Format::Markdown {
-        out.push_str("## replaysafe plan\n\n");
-    }
-    let kinds: Vec<&str> = plan
-        .deliver_counts
-        .iter()
-        .map(|(k, _)| k.as_str())
-        .collect();
-    let total = plan.windows.len() as u64;
-    let summary: Vec<String> = plan
-        .deliver_counts
-        .iter()
-        .map(|(kind, delivered)| {
-            format!(
-                "{kind} {delivered} delivered / {} suppressed",
-                total - delivered
-            )
-        })
-        .collect();
-    let runs = if plan.instants {
-        format!("{total} instants every {}", plan.every)
-    } else {
-        format!("{total} windows of {}", plan.every)
-    };
-    out.push_str(&format!(
-        "{} run of {} over {runs}, evaluated at {}: {}\n\n",
-        plan.run_kind,
-        plan.pipeline,
-        replaysafe_core::rfc3339(plan.now),
-        summary.join("; ")
-    ));
-    let mut header = vec!["window"];
-    header.extend(kinds.iter().copied());
-    let mut table = Table::new("windows", header);
-    for window in &plan.windows {
-        let mut row = vec![if window.start == window.end {
-            time_text(window.start)
-        } else {
-            format!("{} → {}", time_text(window.start), time_text(window.end))
-        }];
-        row.extend(window.effects.iter().map(|cell| {
-            if cell.deliver {
-                "deliver".to_owned()
-            } else {
-                format!("suppress ({})", cell.reasons.join(", "))
-            }
-        }));
-        table.row(row);
-    }
-    out.push_str(&table.render(format));
-    out
+    plan.render(format.into())
 }

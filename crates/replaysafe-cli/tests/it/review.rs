@@ -4,11 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use chrono::{TimeDelta, TimeZone, Utc};
-use replaysafe_cli::input::Progress;
-use replaysafe_cli::render::Format;
-use replaysafe_cli::report::{self, Breakdown};
-use replaysafe_core::journal::{JournalDecision, JournalRecord};
+use chrono::{TimeZone, Utc};
+use replaysafe_core::journal::JournalDecision;
+
+use crate::support::{LINE, attempts_journal, record, write};
 
 fn replaysafe() -> Command {
     let mut command = Command::cargo_bin("replaysafe").unwrap();
@@ -20,114 +19,10 @@ fn replaysafe() -> Command {
     command
 }
 
-const LINE: &str = r#"{"v":1,"ts":"2026-08-06T01:00:00Z","decision":"suppressed","reasons":["current_window"],"pipeline":"daily_orders","run_id":"r1","run_kind":"scheduled","backfill_id":null,"window":{"start":"2026-08-05T00:00:00Z","end":"2026-08-06T00:00:00Z"},"effect":{"kind":"webhook","message_type":"orders.published","target":"https://partner.example/hooks","idempotency_key":"k","summary":null,"payload_sha256":"00","payload_bytes":2},"opt_in":null,"attempt":0,"error":null}"#;
-
-/// A record of `key` in `run_id`: `decision` at `attempt`, a second later than the one before.
-fn record(key: &str, run_id: &str, decision: JournalDecision, attempt: u32) -> JournalRecord {
-    let mut record: JournalRecord = serde_json::from_str(LINE).unwrap();
-    record.effect.idempotency_key = key.to_owned();
-    record.effect.target = format!("https://partner.example/hooks/{key}");
-    record.run_id = run_id.to_owned();
-    record.decision = decision;
-    record.attempt = attempt;
-    if decision == JournalDecision::Failed {
-        record.error = Some("503 service unavailable".into());
-    }
-    record
-}
-
-fn write(path: &Path, records: &[JournalRecord]) {
-    let text: String = records
-        .iter()
-        .enumerate()
-        .map(|(index, record)| {
-            let mut record = record.clone();
-            record.ts = Utc.with_ymd_and_hms(2026, 8, 6, 1, 0, 0).unwrap()
-                + TimeDelta::seconds(index as i64);
-            serde_json::to_string(&record).unwrap() + "\n"
-        })
-        .collect();
-    std::fs::write(path, text).unwrap();
-}
-
-/// Every way a key's attempts can end, in two runs of the same pipeline.
-fn attempts_journal(dir: &Path) -> PathBuf {
-    use JournalDecision::*;
-    let path = dir.join("attempts.jsonl");
-    write(
-        &path,
-        &[
-            // delivered at once
-            record("a-delivered", "r1", Attempting, 1),
-            record("a-delivered", "r1", Delivered, 1),
-            // failed, retried, and the retry was cut short: in doubt, not failed
-            record("b-cut-retry", "r1", Attempting, 1),
-            record("b-cut-retry", "r1", Failed, 1),
-            record("b-cut-retry", "r1", Attempting, 2),
-            // failed for good
-            record("c-failed", "r1", Attempting, 1),
-            record("c-failed", "r1", Failed, 1),
-            // cut short in r1, delivered by r2: the receiver has it
-            record("d-redelivered", "r1", Attempting, 1),
-            // cut short in r1; r2's own attempt failed, which says nothing of r1's
-            record("e-cut-then-failed", "r1", Attempting, 1),
-            record("f-suppressed", "r1", Suppressed, 0),
-            // cut short, then the same run id (an Airflow task retry) tried again and failed
-            record("g-same-run-retry", "r1", Attempting, 1),
-            record("d-redelivered", "r2", Attempting, 1),
-            record("d-redelivered", "r2", Delivered, 1),
-            record("e-cut-then-failed", "r2", Attempting, 1),
-            record("e-cut-then-failed", "r2", Failed, 1),
-            record("g-same-run-retry", "r1", Attempting, 1),
-            record("g-same-run-retry", "r1", Failed, 1),
-            // a late suppression settles nothing
-            record("b-cut-retry", "r2", Suppressed, 0),
-        ],
-    );
-    path
-}
-
 #[test]
-fn report_names_effects_in_doubt() {
+fn report_prints_effects_in_doubt() {
     let dir = tempfile::tempdir().unwrap();
     let path = attempts_journal(dir.path());
-    let built = report::build(
-        std::slice::from_ref(&path),
-        &[Breakdown::Kind],
-        false,
-        &Progress::hidden(),
-    )
-    .unwrap();
-    let listed = built.in_doubt.to_vec().unwrap();
-    let in_doubt: Vec<(&str, &str, u32)> = listed
-        .iter()
-        .map(|e| (e.key.as_str(), e.run_id.as_str(), e.attempt))
-        .collect();
-    assert_eq!(
-        in_doubt,
-        [
-            ("b-cut-retry", "r1", 2),
-            ("e-cut-then-failed", "r1", 1),
-            ("g-same-run-retry", "r1", 1)
-        ]
-    );
-    assert_eq!(
-        listed[0].target,
-        "https://partner.example/hooks/b-cut-retry"
-    );
-    let r1 = &built.groups[0];
-    assert_eq!(
-        (r1.id.as_str(), r1.delivered, r1.failed, r1.in_doubt),
-        ("r1", 1, 1, 3)
-    );
-    assert!(
-        r1.headline.ends_with("delivered 1; failed 1; in doubt 3"),
-        "{}",
-        r1.headline
-    );
-    let r2 = &built.groups[1];
-    assert_eq!((r2.delivered, r2.failed, r2.in_doubt), (1, 0, 0));
-
     let output = replaysafe().arg("report").arg(&path).output().unwrap();
     assert_eq!(output.status.code(), Some(0));
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -141,77 +36,6 @@ fn report_names_effects_in_doubt() {
             "{stdout}"
         );
     }
-}
-
-#[test]
-fn report_lists_failed_effects_and_last_errors_and_fills_the_grid() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = attempts_journal(dir.path());
-    // A decision a newer writer might add, and a delivery an opt-in enabled.
-    let mut text = std::fs::read_to_string(&path).unwrap();
-    let mut newer = record("h-newer", "r2", JournalDecision::Suppressed, 0);
-    newer.effect.kind = "email".into();
-    text.push_str(
-        &(serde_json::to_string(&newer)
-            .unwrap()
-            .replace("\"suppressed\"", "\"queued\"")
-            + "\n"),
-    );
-    let mut opted = record("i-opted", "r2", JournalDecision::Delivered, 1);
-    let mut opt_in = replaysafe_core::journal::RecordOptIn::new(
-        "resend",
-        "jane",
-        Utc.with_ymd_and_hms(2026, 8, 7, 0, 0, 0).unwrap(),
-    );
-    opt_in.kinds = vec!["email".into()];
-    opted.opt_in = Some(opt_in);
-    text.push_str(&(serde_json::to_string(&opted).unwrap() + "\n"));
-    std::fs::write(&path, text).unwrap();
-    let built =
-        report::build(std::slice::from_ref(&path), &[], false, &Progress::hidden()).unwrap();
-    let failed_effects = built.failed_effects.to_vec().unwrap();
-    let failed: Vec<(&str, u64, Option<&str>)> = failed_effects
-        .iter()
-        .map(|e| (e.key.as_str(), e.failed_attempts, e.last_error.as_deref()))
-        .collect();
-    assert_eq!(failed, [("c-failed", 1, Some("503 service unavailable"))]);
-    let in_doubt = built.in_doubt.to_vec().unwrap();
-    let last_errors: Vec<(&str, Option<&str>)> = in_doubt
-        .iter()
-        .map(|e| (e.key.as_str(), e.last_error.as_deref()))
-        .collect();
-    assert_eq!(
-        last_errors,
-        [
-            ("b-cut-retry", Some("503 service unavailable")),
-            ("e-cut-then-failed", Some("503 service unavailable")),
-            ("g-same-run-retry", Some("503 service unavailable")),
-        ]
-    );
-    let window = (
-        Utc.with_ymd_and_hms(2026, 8, 5, 0, 0, 0).unwrap(),
-        Utc.with_ymd_and_hms(2026, 8, 6, 0, 0, 0).unwrap(),
-    );
-    let cells = &built.grid[&window];
-    assert_eq!(
-        cells["webhook"],
-        report::Cell {
-            delivered: 2,
-            opt_in: 1,
-            suppressed: 2,
-            failed: 1,
-            in_doubt: 3,
-            unknown: 0,
-        }
-    );
-    assert_eq!(cells["email"].unknown, 1);
-    let page = replaysafe_cli::html::render(&built, None);
-    assert!(
-        page.contains(
-            "title=\"3 in doubt, 1 failed, 1 delivered by opt-in, 2 delivered, 2 suppressed\""
-        ),
-        "{page}"
-    );
 }
 
 #[test]
@@ -500,39 +324,6 @@ fn version_zero_is_refused_even_when_skipping() {
             "{stderr}"
         );
     }
-}
-
-#[test]
-fn an_instant_window_reads_as_one_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("instant.jsonl");
-    let mut instant = record(
-        "k",
-        "scheduled__2026-08-06T01:00:00+00:00",
-        JournalDecision::Suppressed,
-        0,
-    );
-    let t = Utc.with_ymd_and_hms(2026, 8, 6, 1, 0, 0).unwrap();
-    instant.window.start = t;
-    instant.window.end = t;
-    write(&path, &[instant]);
-    let built = report::build(
-        std::slice::from_ref(&path),
-        &[Breakdown::Window],
-        false,
-        &Progress::hidden(),
-    )
-    .unwrap();
-    let windows: Vec<&String> = built.breakdowns[&Breakdown::Window].keys().collect();
-    assert_eq!(windows, ["2026-08-06T01:00:00Z"]);
-    assert!(
-        built.groups[0]
-            .headline
-            .contains("(1 window, 2026-08-06T01:00:00Z)"),
-        "{}",
-        built.groups[0].headline
-    );
-    assert!(report::render(&built, Format::Markdown).contains("| 2026-08-06T01:00:00Z |"));
 }
 
 /// Markup, script, an attribute break-out, a comment, an entity, a terminal escape and a

@@ -1,4 +1,4 @@
-//! Records kept on disk rather than in memory, so that `report` and `diff` hold memory
+//! Records kept on disk rather than in memory, so that reports and diffs hold memory
 //! flat in the number of effects they list.
 //!
 //! A [`Spill`] appends records to an unnamed temporary file (in `$TMPDIR`, removed by the
@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// Records appended to a temporary file and read back by position.
-pub struct Spill<T> {
+pub(crate) struct Spill<T> {
     file: Option<(Arc<File>, BufWriter<File>)>,
     /// Bytes written so far: the position of the next record.
     length: u64,
@@ -57,22 +57,12 @@ fn invalid(error: serde_json::Error) -> std::io::Error {
 
 impl<T: Serialize + DeserializeOwned> Spill<T> {
     /// An empty spill; its file is made with the first record.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
-    /// How many records it holds.
-    pub fn len(&self) -> u64 {
-        self.count
-    }
-
-    /// Whether it holds no record.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
     /// Appends `record`; returns its position. Positions grow with each record.
-    pub fn push(&mut self, record: &T) -> std::io::Result<u64> {
+    pub(crate) fn push(&mut self, record: &T) -> std::io::Result<u64> {
         if self.file.is_none() {
             let file = tempfile::tempfile()?;
             let writer = BufWriter::with_capacity(256 * 1024, file.try_clone()?);
@@ -105,7 +95,7 @@ impl<T: Serialize + DeserializeOwned> Spill<T> {
     }
 
     /// The record at `position`, as `push` returned it.
-    pub fn get(&mut self, position: u64) -> std::io::Result<T> {
+    pub(crate) fn get(&mut self, position: u64) -> std::io::Result<T> {
         self.flush()?;
         let Some((file, _)) = &self.file else {
             return Err(std::io::Error::other("reading a record of an empty spill"));
@@ -118,7 +108,7 @@ impl<T: Serialize + DeserializeOwned> Spill<T> {
     }
 
     /// The records so far, as a list to read in order.
-    pub fn into_rows(mut self) -> std::io::Result<Rows<T>> {
+    pub(crate) fn into_rows(mut self) -> std::io::Result<Rows<T>> {
         self.flush()?;
         Ok(Rows {
             file: self.file.map(|(file, _)| file),
@@ -128,7 +118,12 @@ impl<T: Serialize + DeserializeOwned> Spill<T> {
     }
 }
 
-/// A list of records on disk, read back in order as often as needed; see the module.
+/// A list of records kept on disk, in an unnamed temporary file (in `$TMPDIR`, removed by
+/// the operating system when the process ends, whatever way it ends), read back in order
+/// as often as needed: the effects a report or a diff lists.
+///
+/// Clones share the file. It serialises as a sequence, each record read back and
+/// written in turn.
 pub struct Rows<T> {
     file: Option<Arc<File>>,
     count: u64,
@@ -150,16 +145,6 @@ impl<T> std::fmt::Debug for Rows<T> {
         f.debug_struct("Rows")
             .field("count", &self.count)
             .finish_non_exhaustive()
-    }
-}
-
-impl<T> Default for Rows<T> {
-    fn default() -> Self {
-        Rows {
-            file: None,
-            count: 0,
-            records: PhantomData,
-        }
     }
 }
 
@@ -193,7 +178,7 @@ impl<T: Serialize + DeserializeOwned> Rows<T> {
         })
     }
 
-    /// Every record, in memory: for tests and small lists.
+    /// Every record, in memory: for small lists.
     pub fn to_vec(&self) -> std::io::Result<Vec<T>> {
         self.iter().collect()
     }

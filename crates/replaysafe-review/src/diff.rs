@@ -1,4 +1,4 @@
-//! `replaysafe diff BASE NEW`: which effects differ between two journals, by idempotency key.
+//! [`Diff`]: which effects differ between two journals, by idempotency key.
 //!
 //! Two journals differ when an effect is in only one of them, when its payload digest
 //! changed, or when its decision flipped: what happened to it in the base (delivered,
@@ -16,13 +16,17 @@ use serde::{Deserialize, Serialize};
 
 use replaysafe_core::journal::{JournalDecision, JournalRecord};
 
+use crate::Progress;
 use crate::compact::{Compact, Interner, OddTexts, SmallList};
-use crate::input::{self, LineAt, Progress, Source};
+use crate::error::Repr;
+use crate::input::{self, LineAt, Source};
 use crate::render::{Format, time_text, write_table};
 use crate::spill::{Rows, Spill};
 
-/// What one journal says about one logical effect (its last line gives the description).
+/// What one side of a diff says about one logical effect (its last line gives the
+/// description).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Effect {
     /// Idempotency key.
     pub key: String,
@@ -76,7 +80,7 @@ impl Side {
     }
 
     /// The effect as its last line describes it.
-    fn effect(&self, key: &Compact, summary: &Summary) -> anyhow::Result<Effect> {
+    fn effect(&self, key: &Compact, summary: &Summary) -> Result<Effect, Repr> {
         let record: JournalRecord = input::record_at(&self.sources, summary.last, |record| {
             Compact::new(&record.effect.idempotency_key) == *key
         })?;
@@ -94,6 +98,7 @@ impl Side {
 
 /// An effect whose payload or decision changed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Changed {
     /// In the base journal.
     pub base: Effect,
@@ -101,11 +106,13 @@ pub struct Changed {
     pub new: Effect,
 }
 
-/// The differences.
+/// The differences between two sides, as [`Reader::diff`](crate::Reader::diff) finds them.
 ///
 /// The lists are [`Rows`] kept in temporary files, in the order they are shown (kind,
-/// window start, target, key): a diff's memory does not grow with its length.
-#[derive(Clone, Debug, Default, Serialize)]
+/// window start, target, key): a diff's memory does not grow with its length. Its JSON
+/// form ([`Format::Json`]) is its `Serialize` form.
+#[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct Diff {
     /// Effects only the new journal has.
     pub only_in_new: Rows<Effect>,
@@ -133,12 +140,17 @@ impl Diff {
 ///
 /// Memory grows by about a hundred bytes per distinct idempotency key (its key and payload
 /// digest in 33 bytes each, and where its last line is), never with the lines' text.
-fn load(paths: &[&Path], skip_invalid: bool, progress: &Progress) -> anyhow::Result<Side> {
+fn load(
+    paths: &[&Path],
+    skip_invalid: bool,
+    progress: Option<&dyn Progress>,
+) -> Result<Side, Repr> {
     if paths.len() > LineAt::MAX_JOURNALS {
-        anyhow::bail!(
-            "diff reads at most {} journals a side",
-            LineAt::MAX_JOURNALS
-        );
+        return Err(Repr::TooManyJournals {
+            command: "diff",
+            max: LineAt::MAX_JOURNALS,
+            per: " a side",
+        });
     }
     let mut side = Side::default();
     for (journal, path) in paths.iter().enumerate() {
@@ -195,24 +207,14 @@ fn load(paths: &[&Path], skip_invalid: bool, progress: &Progress) -> anyhow::Res
                 }
             })?;
         if too_far {
-            anyhow::bail!(
-                "diff reads journals up to 256 TiB: {} is longer",
-                path.display()
-            );
+            return Err(Repr::TooLong {
+                command: "diff",
+                path: path.display().to_string(),
+            });
         }
         sources.push(source);
     }
     Ok(side)
-}
-
-/// Compares two journals.
-pub fn compare(
-    base: &Path,
-    new: &Path,
-    skip_invalid: bool,
-    progress: &Progress,
-) -> anyhow::Result<Diff> {
-    compare_journals(&[base], &[new], skip_invalid, progress)
 }
 
 /// One listed difference while the lists are made: how it sorts, and where its effects
@@ -237,10 +239,12 @@ struct Lister {
 impl Lister {
     fn list<T: Serialize + serde::de::DeserializeOwned>(
         &mut self,
-        items: impl Iterator<Item = anyhow::Result<(T, Effect)>>,
-    ) -> anyhow::Result<Rows<T>> {
-        let spill_error =
-            |e| anyhow::Error::new(e).context("keeping the differences in a temporary file");
+        items: impl Iterator<Item = Result<(T, Effect), Repr>>,
+    ) -> Result<Rows<T>, Repr> {
+        let spill_error = |source| Repr::Spill {
+            what: "the differences",
+            source,
+        };
         let mut spill = Spill::new();
         let mut listed = Vec::new();
         for item in items {
@@ -271,18 +275,20 @@ impl Lister {
 }
 
 /// Compares the effects of the `base` journals, read as one, with those of the `new` ones.
-pub fn compare_journals(
+pub(crate) fn compare(
     base: &[&Path],
     new: &[&Path],
     skip_invalid: bool,
-    progress: &Progress,
-) -> anyhow::Result<Diff> {
+    progress: Option<&dyn Progress>,
+) -> Result<Diff, Repr> {
     let mut base = load(base, skip_invalid, progress)?;
     // The base's effects as a list of exactly their size while the new side is read.
     let before_list: Vec<(Compact, Summary)> =
         std::mem::take(&mut base.effects).into_iter().collect();
     let mut new = load(new, skip_invalid, progress)?;
-    progress.finish();
+    if let Some(progress) = progress {
+        progress.finish();
+    }
     let mut unchanged = 0;
     let mut only_in_base = Vec::new();
     let mut changed = Vec::new();
@@ -333,18 +339,20 @@ pub fn compare_journals(
     })
 }
 
-/// Renders the differences.
-pub fn render(diff: &Diff, format: Format) -> String {
-    let mut out = Vec::new();
-    if let Err(error) = write(diff, format, &mut out) {
-        // Only reading back the diff's own temporary files can fail here.
-        return format!("replaysafe: {error}\n");
+impl Diff {
+    /// Writes the differences to `out` as text tables, Markdown or JSON, reading the lists
+    /// back from disk as it goes: a count of each kind of difference, then a table of each
+    /// that is not empty.
+    ///
+    /// Every text from a journal is [`escape`](crate::escape)d for the format. An error is
+    /// one of writing to `out` or of reading back the diff's temporary files.
+    pub fn write(&self, format: Format, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        write(self, format, out)
     }
-    String::from_utf8(out).unwrap_or_default()
 }
 
 /// Writes the differences to `out`, reading the lists back from disk as it goes.
-pub fn write(diff: &Diff, format: Format, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+fn write(diff: &Diff, format: Format, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     if format == Format::Json {
         serde_json::to_writer_pretty(&mut *out, diff).map_err(std::io::Error::other)?;
         return out.write_all(b"\n");
@@ -467,7 +475,7 @@ pub fn write(diff: &Diff, format: Format, out: &mut dyn std::io::Write) -> std::
 }
 
 /// A decision in words: `in_doubt` reads "in doubt".
-pub fn decision_text(decision: &str) -> &str {
+pub(crate) fn decision_text(decision: &str) -> &str {
     if decision == "in_doubt" {
         "in doubt"
     } else {
@@ -476,7 +484,7 @@ pub fn decision_text(decision: &str) -> &str {
 }
 
 /// The first `chars` characters of `text` (a key or digest from a journal, which need not be ASCII).
-pub fn prefix(text: &str, chars: usize) -> &str {
+pub(crate) fn prefix(text: &str, chars: usize) -> &str {
     text.char_indices()
         .nth(chars)
         .map_or(text, |(index, _)| &text[..index])

@@ -1,11 +1,11 @@
 //! Snapshots of every output format of report, diff and plan.
 
 use chrono::{TimeDelta, TimeZone, Utc};
-use replaysafe_cli::input::Progress;
-use replaysafe_cli::render::Format;
-use replaysafe_cli::report::Breakdown;
-use replaysafe_cli::{diff, html, plan, report};
 use replaysafe_core::{EffectKind, RunKind, Window};
+use replaysafe_review::diff::Diff;
+use replaysafe_review::plan;
+use replaysafe_review::report::{Breakdown, Report};
+use replaysafe_review::{Format, Reader};
 
 use crate::support::{Fixture, journal};
 
@@ -17,6 +17,25 @@ const FORMATS: [(Format, &str); 3] = [
 
 fn stable(text: String, dir: &std::path::Path) -> String {
     text.replace(&dir.display().to_string(), "[dir]")
+}
+
+/// What `write` writes.
+fn written(write: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>) -> String {
+    let mut out = Vec::new();
+    write(&mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+fn report_text(report: &Report, format: Format) -> String {
+    written(|out| report.write(format, out))
+}
+
+fn report_html(report: &Report, base: Option<&Diff>) -> String {
+    written(|out| report.write_html(base, out))
+}
+
+fn diff_text(diff: &Diff, format: Format) -> String {
+    written(|out| diff.write(format, out))
 }
 
 #[test]
@@ -39,16 +58,16 @@ fn report_formats() {
         Breakdown::Reason,
     ];
     for (name, path) in cases {
-        let built = report::build(&[path], &by, false, &Progress::hidden()).unwrap();
+        let built = Reader::default().report(&[path], &by).unwrap();
         for (format, format_name) in FORMATS {
             insta::assert_snapshot!(
                 format!("report_{name}_{format_name}"),
-                stable(report::render(&built, format), dir.path())
+                stable(report_text(&built, format), dir.path())
             );
         }
         insta::assert_snapshot!(
             format!("report_{name}_html"),
-            stable(html::render(&built, None), dir.path())
+            stable(report_html(&built, None), dir.path())
         );
     }
 }
@@ -58,15 +77,11 @@ fn report_html_with_a_base_journal() {
     let dir = tempfile::tempdir().unwrap();
     let base = journal(dir.path(), Fixture::OptIn);
     let new = journal(dir.path(), Fixture::Changed);
-    let built = report::build(
-        std::slice::from_ref(&new),
-        &[Breakdown::Kind],
-        false,
-        &Progress::hidden(),
-    )
-    .unwrap();
-    let found = diff::compare(&base, &new, false, &Progress::hidden()).unwrap();
-    let page = html::render(&built, Some(&found));
+    let built = Reader::default()
+        .report(&[&new], &[Breakdown::Kind])
+        .unwrap();
+    let found = Reader::default().diff(&[&base], &[&new]).unwrap();
+    let page = report_html(&built, Some(&found));
     assert!(
         page.contains(
             "1 only in new, 1 only in base, 2 changed payloads, 10 changed decisions (0 now delivered), 9 unchanged"
@@ -81,7 +96,7 @@ fn report_html_with_a_base_journal() {
 fn report_headline_reads_in_plain_words() {
     let dir = tempfile::tempdir().unwrap();
     let path = journal(dir.path(), Fixture::Backfill);
-    let built = report::build(&[path], &[], false, &Progress::hidden()).unwrap();
+    let built = Reader::default().report(&[path], &[]).unwrap();
     let backfill = built.groups.iter().find(|g| g.kind == "backfill").unwrap();
     assert_eq!(
         backfill.headline,
@@ -99,7 +114,7 @@ fn diff_formats() {
     let dir = tempfile::tempdir().unwrap();
     let base = journal(dir.path(), Fixture::OptIn);
     let new = journal(dir.path(), Fixture::Changed);
-    let found = diff::compare(&base, &new, false, &Progress::hidden()).unwrap();
+    let found = Reader::default().diff(&[&base], &[&new]).unwrap();
     assert_eq!(
         (
             found.only_in_new.len(),
@@ -118,31 +133,30 @@ fn diff_formats() {
         "suppressed"
     )));
     for (format, format_name) in FORMATS {
-        insta::assert_snapshot!(format!("diff_{format_name}"), diff::render(&found, format));
+        insta::assert_snapshot!(format!("diff_{format_name}"), diff_text(&found, format));
     }
-    let same = diff::compare(&base, &base, false, &Progress::hidden()).unwrap();
+    let same = Reader::default().diff(&[&base], &[&base]).unwrap();
     assert!(same.is_empty());
-    insta::assert_snapshot!("diff_equal_table", diff::render(&same, Format::Table));
+    insta::assert_snapshot!("diff_equal_table", diff_text(&same, Format::Table));
 }
 
 #[test]
 fn plan_formats() {
     let start = Utc.with_ymd_and_hms(2026, 8, 1, 0, 0, 0).unwrap();
-    let request = plan::Request {
-        pipeline: "daily_orders".into(),
-        range: Window::new(start, start + TimeDelta::days(3) + TimeDelta::hours(12)).unwrap(),
-        every: TimeDelta::days(1),
-        instants: false,
-        kind: RunKind::Scheduled,
-        now: start + TimeDelta::days(3) + TimeDelta::hours(14),
-        max_age: vec![(EffectKind::Email, TimeDelta::hours(12))],
-        effects: vec![EffectKind::Email, EffectKind::Webhook, EffectKind::Alert],
-    };
-    let built = plan::build(&request).unwrap();
+    let request = plan::Request::new(
+        "daily_orders",
+        Window::new(start, start + TimeDelta::days(3) + TimeDelta::hours(12)).unwrap(),
+        TimeDelta::days(1),
+    )
+    .with_run_kind(RunKind::Scheduled)
+    .with_now(start + TimeDelta::days(3) + TimeDelta::hours(14))
+    .with_max_age(EffectKind::Email, TimeDelta::hours(12))
+    .with_effects([EffectKind::Email, EffectKind::Webhook, EffectKind::Alert]);
+    let built = request.build().unwrap();
     assert!(!built.aligned);
     assert_eq!(built.windows.len(), 4);
     for (format, format_name) in FORMATS {
-        insta::assert_snapshot!(format!("plan_{format_name}"), plan::render(&built, format));
+        insta::assert_snapshot!(format!("plan_{format_name}"), built.render(format));
     }
 }
 
@@ -150,17 +164,16 @@ fn plan_formats() {
 fn plan_of_instants() {
     // Airflow 3's default cron timetable: every run is the instant it was due.
     let start = Utc.with_ymd_and_hms(2026, 11, 28, 0, 0, 0).unwrap();
-    let request = plan::Request {
-        pipeline: "daily_orders".into(),
-        range: Window::new(start, start + TimeDelta::days(4)).unwrap(),
-        every: TimeDelta::days(1),
-        instants: true,
-        kind: RunKind::Scheduled,
-        now: start + TimeDelta::days(3) + TimeDelta::hours(2),
-        max_age: vec![],
-        effects: vec![EffectKind::Email, EffectKind::Alert],
-    };
-    let built = plan::build(&request).unwrap();
+    let request = plan::Request::new(
+        "daily_orders",
+        Window::new(start, start + TimeDelta::days(4)).unwrap(),
+        TimeDelta::days(1),
+    )
+    .with_instants(true)
+    .with_run_kind(RunKind::Scheduled)
+    .with_now(start + TimeDelta::days(3) + TimeDelta::hours(2))
+    .with_effects([EffectKind::Email, EffectKind::Alert]);
+    let built = request.build().unwrap();
     assert_eq!(built.windows.len(), 4);
     assert!(built.windows.iter().all(|w| w.start == w.end));
     // Only the latest tick (two hours ago) is current for email; alerts (1 h) are stale.
@@ -168,5 +181,5 @@ fn plan_of_instants() {
         built.deliver_counts,
         [("email".to_owned(), 1), ("alert".to_owned(), 0)]
     );
-    insta::assert_snapshot!("plan_instants_table", plan::render(&built, Format::Table));
+    insta::assert_snapshot!("plan_instants_table", built.render(Format::Table));
 }

@@ -1,12 +1,17 @@
-//! `replaysafe context`: what replaysafe thinks this run is.
+//! [`Description`]: what replaysafe thinks a run is, and what the gate would do with
+//! each effect kind in it.
 
 use serde::Serialize;
 
 use replaysafe_core::{EffectKind, ReplayContext};
 
-/// The context and the gate's answer per effect kind, for printing.
+/// A resolved context and the gate's answer per effect kind, as [`describe`] makes it.
+///
+/// Its `Display` form is aligned text, one field a line, then the decision per effect
+/// kind; its JSON form is its `Serialize` form. Times are RFC 3339.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Resolved {
+#[non_exhaustive]
+pub struct Description {
     /// Pipeline.
     pub pipeline: String,
     /// Run id.
@@ -48,6 +53,7 @@ pub struct Resolved {
 
 /// The gate's answer for one kind.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct KindDecision {
     /// Effect kind.
     pub kind: String,
@@ -59,9 +65,10 @@ pub struct KindDecision {
     pub max_age: String,
 }
 
-/// Describes `cx`.
-pub fn resolve(cx: &ReplayContext) -> Resolved {
-    Resolved {
+/// Describes `cx`: its fields, and the gate's answer for each built-in effect kind to
+/// any target, now (the context's clock).
+pub fn describe(cx: &ReplayContext) -> Description {
+    Description {
         pipeline: cx.pipeline().to_owned(),
         run_id: cx.run_id().to_string(),
         run_kind: cx.run_kind().to_string(),
@@ -102,7 +109,7 @@ pub fn resolve(cx: &ReplayContext) -> Resolved {
                         .iter()
                         .map(|r| r.as_str().to_owned())
                         .collect(),
-                    max_age: crate::duration::format(cx.recency().max_age(kind)),
+                    max_age: crate::render::duration_text(cx.recency().max_age(kind)),
                 }
             })
             .collect(),
@@ -141,11 +148,14 @@ fn opt_in_text(opt_in: &replaysafe_core::OptIn) -> String {
     text
 }
 
-/// Renders as aligned text, or JSON.
-pub fn render(resolved: &Resolved, json: bool) -> String {
-    if json {
-        return serde_json::to_string_pretty(resolved).unwrap_or_default() + "\n";
+impl std::fmt::Display for Description {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&text(self))
     }
+}
+
+/// The aligned text form.
+fn text(resolved: &Description) -> String {
     let or_unset = |value: Option<String>| value.unwrap_or_else(|| "(not set)".to_owned());
     let mut out = String::new();
     for (label, value) in [

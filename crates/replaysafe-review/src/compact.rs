@@ -1,5 +1,5 @@
-//! Compact stand-ins for the texts a journal repeats on every line, so that what `report`
-//! and `diff` keep per effect is a few dozen bytes rather than a dozen `String`s.
+//! Compact stand-ins for the texts a journal repeats on every line, so that what reports
+//! and diffs keep per effect is a few dozen bytes rather than a dozen `String`s.
 //!
 //! - [`Compact`]: 33 bytes for a text that is almost always 64 lowercase hex characters
 //!   (an idempotency key, a payload digest).
@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 /// order as their texts do; callers that order other forms as texts compare the texts
 /// (`Ord` orders them, but not as texts).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Compact {
+pub(crate) struct Compact {
     bytes: [u8; 32],
     hashed: bool,
 }
@@ -37,7 +37,7 @@ impl std::fmt::Debug for Compact {
 
 impl Compact {
     /// The compact form of `text`.
-    pub fn new(text: &str) -> Self {
+    pub(crate) fn new(text: &str) -> Self {
         match decode_lower_hex(text) {
             Some(bytes) => Compact {
                 bytes,
@@ -51,7 +51,7 @@ impl Compact {
     }
 
     /// The text, when it was 64 lowercase hex characters; `None` when only its hash is kept.
-    pub fn hex(&self) -> Option<String> {
+    pub(crate) fn hex(&self) -> Option<String> {
         if self.hashed {
             return None;
         }
@@ -65,19 +65,19 @@ impl Compact {
     }
 
     /// Whether the text was 64 lowercase hex characters.
-    pub fn is_hex(&self) -> bool {
+    pub(crate) fn is_hex(&self) -> bool {
         !self.hashed
     }
 
     /// The first 8 bytes: enough to check that a line read again is the one read before.
-    pub fn fingerprint(&self) -> u64 {
+    pub(crate) fn fingerprint(&self) -> u64 {
         let mut first = [0; 8];
         first.copy_from_slice(&self.bytes[..8]);
         u64::from_le_bytes(first)
     }
 
     /// The order of two hex forms, as their texts order; `None` when either is hashed.
-    pub fn cmp_hex(&self, other: &Compact) -> Option<Ordering> {
+    pub(crate) fn cmp_hex(&self, other: &Compact) -> Option<Ordering> {
         (!self.hashed && !other.hashed).then(|| self.bytes.cmp(&other.bytes))
     }
 }
@@ -102,13 +102,13 @@ fn decode_lower_hex(text: &str) -> Option<[u8; 32]> {
 /// Texts that are not 64 lowercase hex characters, by their [`Compact`] form, so they can
 /// be shown again; hex texts are rebuilt from their form and kept nowhere.
 #[derive(Debug, Default)]
-pub struct OddTexts {
+pub(crate) struct OddTexts {
     texts: HashMap<Compact, Arc<str>>,
 }
 
 impl OddTexts {
     /// The compact form of `text`, keeping the text when it cannot be rebuilt from it.
-    pub fn compact(&mut self, text: &str) -> Compact {
+    pub(crate) fn compact(&mut self, text: &str) -> Compact {
         let compact = Compact::new(text);
         if !compact.is_hex() && !self.texts.contains_key(&compact) {
             self.texts.insert(compact, Arc::from(text));
@@ -117,7 +117,7 @@ impl OddTexts {
     }
 
     /// The text of a form made by [`OddTexts::compact`].
-    pub fn text(&self, compact: &Compact) -> String {
+    pub(crate) fn text(&self, compact: &Compact) -> String {
         match compact.hex() {
             Some(hex) => hex,
             None => self
@@ -129,7 +129,7 @@ impl OddTexts {
     }
 
     /// Orders two forms as their texts order.
-    pub fn cmp(&self, a: &Compact, b: &Compact) -> Ordering {
+    pub(crate) fn cmp(&self, a: &Compact, b: &Compact) -> Ordering {
         a.cmp_hex(b)
             .unwrap_or_else(|| self.text(a).cmp(&self.text(b)))
     }
@@ -137,14 +137,14 @@ impl OddTexts {
 
 /// A number for each distinct text, and the text back from its number.
 #[derive(Debug, Default)]
-pub struct Interner {
+pub(crate) struct Interner {
     numbers: HashMap<Arc<str>, u32>,
     texts: Vec<Arc<str>>,
 }
 
 impl Interner {
     /// The number of `text`, given it if new.
-    pub fn number(&mut self, text: &str) -> u32 {
+    pub(crate) fn number(&mut self, text: &str) -> u32 {
         if let Some(number) = self.numbers.get(text) {
             return *number;
         }
@@ -156,12 +156,12 @@ impl Interner {
     }
 
     /// The number of `text`, if it has one.
-    pub fn get(&self, text: &str) -> Option<u32> {
+    pub(crate) fn get(&self, text: &str) -> Option<u32> {
         self.numbers.get(text).copied()
     }
 
     /// The text of `number`.
-    pub fn text(&self, number: u32) -> &str {
+    pub(crate) fn text(&self, number: u32) -> &str {
         self.texts
             .get(number as usize)
             .map_or("", |text| text.as_ref())
@@ -171,7 +171,7 @@ impl Interner {
 /// A list that keeps one element inline, and more behind one pointer: most effects have
 /// at most one attempt without an outcome and at most one group with a failure pending.
 #[derive(Clone, Debug, Default)]
-pub enum SmallList<T> {
+pub(crate) enum SmallList<T> {
     /// No element.
     #[default]
     Empty,
@@ -183,7 +183,7 @@ pub enum SmallList<T> {
 
 impl<T: Copy> SmallList<T> {
     /// Appends `item`.
-    pub fn push(&mut self, item: T) {
+    pub(crate) fn push(&mut self, item: T) {
         *self = match std::mem::take(self) {
             SmallList::Empty => SmallList::One(item),
             SmallList::One(first) => SmallList::Many(Box::new([first, item])),
@@ -196,7 +196,7 @@ impl<T: Copy> SmallList<T> {
     }
 
     /// The elements, first to last.
-    pub fn as_slice(&self) -> &[T] {
+    pub(crate) fn as_slice(&self) -> &[T] {
         match self {
             SmallList::Empty => &[],
             SmallList::One(item) => std::slice::from_ref(item),
@@ -205,7 +205,7 @@ impl<T: Copy> SmallList<T> {
     }
 
     /// Removes the element at `index`.
-    pub fn remove(&mut self, index: usize) {
+    pub(crate) fn remove(&mut self, index: usize) {
         let mut items = self.as_slice().to_vec();
         if index < items.len() {
             items.remove(index);
@@ -218,7 +218,7 @@ impl<T: Copy> SmallList<T> {
     }
 
     /// Whether there is no element.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         matches!(self, SmallList::Empty)
     }
 }

@@ -1,6 +1,7 @@
-//! `replaysafe report`: what a run or a backfill delivered, suppressed and failed.
+//! [`Report`]: what each run or backfill delivered, suppressed and failed, and what is
+//! in doubt.
 //!
-//! The journal is read line by line; memory grows with the number of distinct
+//! The journals are read line by line; memory grows with the number of distinct
 //! groups, windows and targets, and by about a hundred bytes per effect whose delivery
 //! is under way or failed at a point of the journal (its key in compact form and where
 //! its lines are), never with the number of lines. The effects listed (in doubt, failed)
@@ -16,21 +17,25 @@
 //! `suppressed` records settle nothing.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::Path;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use replaysafe_core::journal::{JournalDecision, JournalRecord};
 
+use crate::Progress;
 use crate::compact::{Compact, Interner, SmallList};
-use crate::input::{self, LineAt, Progress, Skipped, Source};
+use crate::error::Repr;
+use crate::input::{self, LineAt, Skipped, Source};
 use crate::render::{Format, Table, escape, time_text, window_text, write_table};
 use crate::spill::{Rows, Spill};
 
-/// What to break the report down by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum, Serialize)]
+/// What to break the report down by: each breakdown is a table of its values, with the
+/// lines delivered, suppressed, failed and attempting under each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Breakdown {
     /// Effect kind.
     Kind,
@@ -46,7 +51,7 @@ pub enum Breakdown {
 
 impl Breakdown {
     /// The column heading.
-    pub fn heading(self) -> &'static str {
+    pub(crate) fn heading(self) -> &'static str {
         match self {
             Breakdown::Kind => "kind",
             Breakdown::MessageType => "message type",
@@ -59,6 +64,7 @@ impl Breakdown {
 
 /// Lines, delivered, suppressed and failed attempts under one breakdown value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Counts {
     /// Delivered lines.
     pub delivered: u64,
@@ -83,9 +89,9 @@ impl Counts {
     }
 }
 
-/// What `--fail-on` can fail on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
+/// What a review gate can fail on ([`Report::count`], [`Report::failures`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FailOn {
     /// Any delivered effect.
     Delivered,
@@ -97,7 +103,7 @@ pub enum FailOn {
 
 impl FailOn {
     /// The words for it, as the headline uses them.
-    pub fn words(self) -> &'static str {
+    fn words(self) -> &'static str {
         match self {
             FailOn::Delivered => "delivered",
             FailOn::Failed => "failed",
@@ -108,6 +114,7 @@ impl FailOn {
 
 /// Suppressed effects of one kind in a group.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct KindTotal {
     /// Effects.
     pub effects: u64,
@@ -117,6 +124,7 @@ pub struct KindTotal {
 
 /// One run, or one backfill (all runs sharing a backfill id).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Group {
     /// `backfill` or `run`.
     pub kind: &'static str,
@@ -138,12 +146,15 @@ pub struct Group {
     pub failed_attempts: u64,
     /// Effects in doubt: their delivery began and no outcome is recorded.
     pub in_doubt: u64,
-    /// The plain-words summary.
+    /// The plain-words summary: `backfill bf-2026-07 (5 windows, 2026-07-05 → 2026-07-10):
+    /// would have sent 10 emails to 4 recipients, 5 webhooks to 1 endpoint, 5 file drops;
+    /// delivered 0; failed 0; in doubt 0`.
     pub headline: String,
 }
 
 /// A delivery an opt-in enabled, listed on its own for reviewers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct OptInDelivery {
     /// Effect kind.
     pub kind: String,
@@ -200,6 +211,7 @@ fn signer_text(opt_in: &replaysafe_core::journal::RecordOptIn) -> Option<String>
 
 /// An effect whose delivery began and whose outcome is not recorded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct InDoubt {
     /// Idempotency key: ask the receiver whether it has an effect with this key.
     pub key: String,
@@ -229,6 +241,7 @@ pub struct InDoubt {
 
 /// An effect whose attempts failed, that no line delivered and that is not in doubt.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct FailedEffect {
     /// Idempotency key.
     pub key: String,
@@ -259,6 +272,7 @@ pub struct FailedEffect {
 /// count effects, as the failed and in-doubt lists do; `unknown` counts lines of a
 /// decision this version does not know.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Cell {
     /// Delivered lines without an opt-in.
     pub delivered: u64,
@@ -276,7 +290,7 @@ pub struct Cell {
 
 impl Cell {
     /// Adds another cell's counts (to fold windows into weeks or months).
-    pub fn add(&mut self, other: &Cell) {
+    pub(crate) fn add(&mut self, other: &Cell) {
         self.delivered += other.delivered;
         self.opt_in += other.opt_in;
         self.suppressed += other.suppressed;
@@ -289,22 +303,24 @@ impl Cell {
 /// A data window as the grid keys it: (start, end), equal for an instant.
 pub type WindowKey = (DateTime<Utc>, DateTime<Utc>);
 
-/// The whole report.
+/// The whole report, as [`Reader::report`](crate::Reader::report) builds it.
 ///
 /// The lists that grow with the number of effects (in doubt, failed) are [`Rows`] kept
-/// in a temporary file, so a report's memory does not grow with them.
+/// in a temporary file, so a report's memory does not grow with them. Its JSON form
+/// ([`Format::Json`]) is its `Serialize` form, without the grid.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct Report {
     /// Journals read.
     pub journals: Vec<String>,
     /// Records read.
     pub records: u64,
-    /// Invalid lines skipped (only with `--skip-invalid`).
+    /// Invalid lines skipped (only with [`Reader::with_skip_invalid`](crate::Reader::with_skip_invalid)).
     pub skipped_invalid: u64,
     /// The first of them, `FILE:LINE (why)`.
     pub skipped_invalid_lines: Vec<String>,
     /// How many of them may be `attempting` records cut short or damaged (nothing in them
-    /// proves otherwise): each counts as possibly in doubt for `--fail-on in-doubt`.
+    /// proves otherwise): each counts as possibly in doubt for [`FailOn::InDoubt`].
     pub skipped_possibly_in_doubt: u64,
     /// Effects in doubt, in the order their last open attempt began.
     pub in_doubt: Rows<InDoubt>,
@@ -394,7 +410,7 @@ impl EffectState {
 /// again at the end for the effects listed); never with the number of lines, nor with
 /// their text.
 #[derive(Debug, Default)]
-pub struct Builder {
+pub(crate) struct Builder {
     by: Vec<Breakdown>,
     groups: Vec<GroupState>,
     backfill_groups: HashMap<String, u32>,
@@ -416,7 +432,7 @@ pub struct Builder {
 
 impl Builder {
     /// A builder for the given breakdowns.
-    pub fn new(by: &[Breakdown]) -> Self {
+    pub(crate) fn new(by: &[Breakdown]) -> Self {
         let mut by = by.to_vec();
         by.sort();
         by.dedup();
@@ -462,7 +478,7 @@ impl Builder {
     }
 
     /// Adds one record, whose line is `at`.
-    pub fn add(&mut self, record: JournalRecord, at: LineAt) {
+    pub(crate) fn add(&mut self, record: JournalRecord, at: LineAt) {
         self.records += 1;
         let group = self.group_of(&record);
         let state = &mut self.groups[group as usize];
@@ -614,12 +630,12 @@ impl Builder {
     /// Finishes the report: lists the effects in doubt and the failed ones, reading their
     /// lines again from `sources` (as [`input::for_each_record`] returned them, by journal
     /// number), into the report's own temporary files.
-    pub fn finish(
+    pub(crate) fn finish(
         mut self,
         journals: Vec<String>,
         skipped: Skipped,
         sources: &[Source],
-    ) -> anyhow::Result<Report> {
+    ) -> Result<Report, Repr> {
         // Each in-doubt effect is listed once, as its latest attempt without an outcome.
         let mut doubtful: Vec<Doubtful> = std::mem::take(&mut self.attempting)
             .into_iter()
@@ -660,8 +676,10 @@ impl Builder {
                 Compact::new(&record.effect.idempotency_key).fingerprint() == key
             })
         };
-        let spill_error =
-            |e| anyhow::Error::new(e).context("keeping the report's lists in a temporary file");
+        let spill_error = |source| Repr::Spill {
+            what: "the report's lists",
+            source,
+        };
         let mut in_doubt = Spill::new();
         for Doubtful {
             at,
@@ -797,7 +815,7 @@ const KIND_ORDER: [&str; 6] = [
 ];
 
 /// Orders effect kinds as the headline lists them: the built-in kinds first, then by name.
-pub fn kind_order(kind: &str) -> (usize, &str) {
+pub(crate) fn kind_order(kind: &str) -> (usize, &str) {
     (
         KIND_ORDER
             .iter()
@@ -808,7 +826,7 @@ pub fn kind_order(kind: &str) -> (usize, &str) {
 }
 
 /// `1 window`, `2 windows`.
-pub fn plural(count: u64, one: &str, many: &str) -> String {
+pub(crate) fn plural(count: u64, one: &str, many: &str) -> String {
     format!("{count} {}", if count == 1 { one } else { many })
 }
 
@@ -852,17 +870,21 @@ fn headline(group: &Group) -> String {
 }
 
 /// Reads `journals` and builds the report.
-pub fn build(
-    journals: &[PathBuf],
+pub(crate) fn build(
+    journals: &[&Path],
     by: &[Breakdown],
     skip_invalid: bool,
-    progress: &Progress,
-) -> anyhow::Result<Report> {
+    progress: Option<&dyn Progress>,
+) -> Result<Report, Repr> {
     let mut builder = Builder::new(by);
     let mut skipped = Skipped::default();
     let mut sources = Vec::with_capacity(journals.len());
     if journals.len() > LineAt::MAX_JOURNALS {
-        anyhow::bail!("report reads at most {} journals", LineAt::MAX_JOURNALS);
+        return Err(Repr::TooManyJournals {
+            command: "report",
+            max: LineAt::MAX_JOURNALS,
+            per: "",
+        });
     }
     for (journal, path) in journals.iter().enumerate() {
         let (skipped_here, source) = input::for_each_record(
@@ -875,20 +897,38 @@ pub fn build(
             },
         )?;
         if builder.too_far {
-            anyhow::bail!(
-                "report reads journals up to 256 TiB: {} is longer",
-                path.display()
-            );
+            return Err(Repr::TooLong {
+                command: "report",
+                path: path.display().to_string(),
+            });
         }
         skipped.extend(skipped_here);
         sources.push(source);
     }
-    progress.finish();
+    if let Some(progress) = progress {
+        progress.finish();
+    }
     builder.finish(
         journals.iter().map(|p| p.display().to_string()).collect(),
         skipped,
         &sources,
     )
+}
+
+/// What the skipped lines that may be `attempting` records mean, when there are any.
+pub(crate) fn possibly_in_doubt_text(report: &Report) -> Option<String> {
+    match report.skipped_possibly_in_doubt {
+        0 => None,
+        1 => Some(
+            "1 skipped line may be an attempting record (nothing in it proves otherwise): \
+             --fail-on in-doubt counts it as possibly in doubt"
+                .to_owned(),
+        ),
+        lines => Some(format!(
+            "{lines} skipped lines may be attempting records (nothing in them proves otherwise): \
+             --fail-on in-doubt counts them as possibly in doubt"
+        )),
+    }
 }
 
 impl Report {
@@ -902,7 +942,8 @@ impl Report {
         }
     }
 
-    /// What of `fail_on` the journals hold, in words (`2 in doubt`); empty when nothing.
+    /// What of `fail_on` the journals hold, in words (`2 in doubt`); empty when nothing:
+    /// a review gate fails when this is not empty, and says why with these words.
     pub fn failures(&self, fail_on: &[FailOn]) -> Vec<String> {
         let mut words = Vec::new();
         for each in fail_on {
@@ -922,37 +963,37 @@ impl Report {
         }
         words
     }
-}
 
-/// What the skipped lines that may be `attempting` records mean, when there are any.
-pub fn possibly_in_doubt_text(report: &Report) -> Option<String> {
-    match report.skipped_possibly_in_doubt {
-        0 => None,
-        1 => Some(
-            "1 skipped line may be an attempting record (nothing in it proves otherwise): \
-             --fail-on in-doubt counts it as possibly in doubt"
-                .to_owned(),
-        ),
-        lines => Some(format!(
-            "{lines} skipped lines may be attempting records (nothing in them proves otherwise): \
-             --fail-on in-doubt counts them as possibly in doubt"
-        )),
+    /// Writes the report to `out` as text tables, Markdown or JSON, reading its lists
+    /// back from disk as it goes, so the output is never held in memory whole.
+    ///
+    /// Every text from a journal is [`escape`]d for the format: nothing a
+    /// journal holds can move a terminal's cursor or break out of a Markdown table cell.
+    /// An error is one of writing to `out` or of reading back the report's temporary files.
+    pub fn write(&self, format: Format, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        write(self, format, out)
     }
-}
 
-/// Renders the report.
-pub fn render(report: &Report, format: Format) -> String {
-    let mut out = Vec::new();
-    if let Err(error) = write(report, format, &mut out) {
-        // Only reading back the report's own temporary file can fail here.
-        return format!("replaysafe: {error}\n");
+    /// Writes the report to `out` as one self-contained HTML page for a reviewer's browser:
+    /// headlines, totals, a grid of windows by effect kind (folded into weeks or months past
+    /// 120 rows), the deliveries opt-ins enabled, the effects in doubt and failed, the
+    /// breakdowns, and, given the [`Diff`](crate::diff::Diff) against the original
+    /// journals, the differences.
+    ///
+    /// The page holds no script and fetches nothing (a Content-Security-Policy forbids it);
+    /// every text from a journal is shown as text. Its rows are written one at a time.
+    pub fn write_html(
+        &self,
+        base: Option<&crate::diff::Diff>,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<()> {
+        crate::html::write(self, base, out)
     }
-    String::from_utf8(out).unwrap_or_default()
 }
 
 /// Writes the report to `out`, reading its lists back from disk as it goes, so the
 /// output is never held in memory whole.
-pub fn write(report: &Report, format: Format, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+fn write(report: &Report, format: Format, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     match format {
         Format::Json => {
             serde_json::to_writer_pretty(&mut *out, report).map_err(std::io::Error::other)?;

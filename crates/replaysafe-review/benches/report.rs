@@ -1,13 +1,17 @@
-//! `replaysafe report` over generated journals: lines per second against a baseline that
-//! only parses the same file with serde_json, and peak memory at 1 M and 5 M lines; the
-//! HTML page of the 5 M-line journal: wall time and peak memory of the binary.
+//! Reports over generated journals: lines per second against a baseline that only
+//! parses the same file with serde_json, and peak memory at 1 M and 5 M lines; the HTML
+//! page of the 5 M-line journal: wall time and peak memory.
 //!
-//! The lists that grow with the effects: `report` of 200,000 effects in doubt against
+//! The lists that grow with the effects: a report of 200,000 effects in doubt against
 //! the same number of suppressed lines (memory should not grow with the effects listed),
-//! and `diff` of two journals of about 225 MB each: wall time and peak memory of the
-//! binary. `cargo bench -p replaysafe-cli --bench report -- lists` runs only these;
-//! `REPLAYSAFE_BENCH_BINARY=PATH` measures another build of `replaysafe` instead (an
-//! older release, to compare).
+//! and a diff of two journals of about 225 MB each: wall time and peak memory.
+//! `cargo bench -p replaysafe-review --bench report -- lists` runs only these, and
+//! `-- lines` only the others.
+//!
+//! Wall time and peak memory are those of a child process that reads the journal and
+//! writes the output as `replaysafe report -o FILE` and `replaysafe diff` do: this
+//! benchmark run again, or, with `REPLAYSAFE_BENCH_BINARY=PATH`, that build of the
+//! `replaysafe` command (this release's, or an older one, to compare).
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
@@ -15,9 +19,9 @@ use std::process::Command;
 
 use chrono::{TimeDelta, TimeZone, Utc};
 use replaysafe_bench::{Report, best_of, per_second};
-use replaysafe_cli::input::Progress;
-use replaysafe_cli::report::{self, Breakdown};
 use replaysafe_core::journal::{JournalDecision, JournalRecord, RecordEffect, RecordWindow};
+use replaysafe_review::report::Breakdown;
+use replaysafe_review::{Format, Reader};
 
 /// Writes `lines` records: a 90-window backfill's worth of emails, webhooks and drops,
 /// cycling through 10,000 recipients, so distinct values stay bounded as lines grow.
@@ -69,19 +73,73 @@ fn parse_only(path: &Path) -> usize {
     count
 }
 
-/// The binary measured: this build's, or `REPLAYSAFE_BENCH_BINARY`.
-fn binary() -> Command {
-    Command::new(
-        std::env::var_os("REPLAYSAFE_BENCH_BINARY")
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_replaysafe").into()),
-    )
+/// The first argument of this benchmark run as the child that is measured.
+const CHILD: &str = "--child";
+
+/// The process measured, given `replaysafe`'s arguments: `REPLAYSAFE_BENCH_BINARY`, or
+/// this benchmark as a child that does the same with the library ([`child`]).
+fn replaysafe() -> Command {
+    match std::env::var_os("REPLAYSAFE_BENCH_BINARY") {
+        Some(binary) => Command::new(binary),
+        None => {
+            let mut command = Command::new(std::env::current_exe().unwrap());
+            command.arg(CHILD);
+            command
+        }
+    }
+}
+
+/// What `replaysafe report --format FORMAT -o FILE JOURNAL` and `replaysafe diff BASE NEW`
+/// (the table to standard output) do, through the library; then the peak memory on
+/// stderr, as `--print-peak-memory` prints it.
+fn child(args: &[String]) {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        [
+            "report",
+            "--format",
+            format,
+            "-o",
+            page,
+            journal,
+            "--print-peak-memory",
+        ] => {
+            let report = Reader::default()
+                .report(&[journal], &[Breakdown::Kind, Breakdown::Reason])
+                .unwrap();
+            let mut out = BufWriter::new(std::fs::File::create(page).unwrap());
+            match *format {
+                "html" => report.write_html(None, &mut out).unwrap(),
+                "json" => report.write(Format::Json, &mut out).unwrap(),
+                "table" => report.write(Format::Table, &mut out).unwrap(),
+                other => panic!("no format {other}"),
+            }
+            out.flush().unwrap();
+        }
+        ["diff", base, new, "--print-peak-memory"] => {
+            let diff = Reader::default().diff(&[base], &[new]).unwrap();
+            let mut out = BufWriter::new(std::io::stdout().lock());
+            diff.write(Format::Table, &mut out).unwrap();
+            out.flush().unwrap();
+        }
+        other => panic!("the benchmark's child does not know {other:?}"),
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let peak = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .expect("VmHWM in /proc/self/status");
+    eprintln!(
+        "peak memory: {} KiB",
+        peak.trim().trim_end_matches(" kB").trim()
+    );
 }
 
 /// Peak memory in MiB and wall time of `replaysafe report --format FORMAT PATH`.
 fn run_report(path: &Path, format: &str) -> (f64, std::time::Duration) {
     let page = path.with_extension(format);
     let measured = run_binary(
-        binary()
+        replaysafe()
             .args(["report", "--format", format, "-o"])
             .arg(&page)
             .arg(path),
@@ -171,22 +229,22 @@ fn bench_in_doubt(bench: &mut Report, dir: &Path, effects: usize) {
         (0..effects).map(|i| list_record(i, JournalDecision::Suppressed, 0)),
     );
     let megabytes = std::fs::metadata(&in_doubt).unwrap().len() as f64 / 1e6;
-    bench.figure("cli.report.in_doubt_200k_input", megabytes, "MB");
+    bench.figure("review.report.in_doubt_200k_input", megabytes, "MB");
     for format in ["table", "json"] {
         let (peak, took) = run_report(&in_doubt, format);
         let (baseline, _) = run_report(&suppressed, format);
         bench.figure(
-            format!("cli.report.in_doubt_200k_peak_memory_{format}"),
+            format!("review.report.in_doubt_200k_peak_memory_{format}"),
             peak,
             "MiB",
         );
         bench.figure(
-            format!("cli.report.in_doubt_200k_seconds_{format}"),
+            format!("review.report.in_doubt_200k_seconds_{format}"),
             took.as_secs_f64(),
             "s",
         );
         bench.ratio(
-            format!("cli.report.in_doubt_200k_peak_memory_vs_suppressed_{format}"),
+            format!("review.report.in_doubt_200k_peak_memory_vs_suppressed_{format}"),
             peak / baseline,
             "peak memory of report over as many suppressed lines",
         );
@@ -223,23 +281,32 @@ fn bench_diff(bench: &mut Report, dir: &Path, effects: usize) {
         }),
     );
     let megabytes = std::fs::metadata(&base).unwrap().len() as f64 / 1e6;
-    bench.figure("cli.diff.input_each", megabytes, "MB");
-    let (peak, took) = run_binary(binary().arg("diff").arg(&base).arg(&new));
-    bench.figure("cli.diff.peak_memory_225mb", peak, "MiB");
-    bench.figure("cli.diff.seconds_225mb", took.as_secs_f64(), "s");
-    let (equal_peak, _) = run_binary(binary().arg("diff").arg(&base).arg(&base));
-    bench.figure("cli.diff.peak_memory_225mb_equal", equal_peak, "MiB");
+    bench.figure("review.diff.input_each", megabytes, "MB");
+    let (peak, took) = run_binary(replaysafe().arg("diff").arg(&base).arg(&new));
+    bench.figure("review.diff.peak_memory_225mb", peak, "MiB");
+    bench.figure("review.diff.seconds_225mb", took.as_secs_f64(), "s");
+    let (equal_peak, _) = run_binary(replaysafe().arg("diff").arg(&base).arg(&base));
+    bench.figure("review.diff.peak_memory_225mb_equal", equal_peak, "MiB");
     std::fs::remove_file(&base).unwrap();
     std::fs::remove_file(&new).unwrap();
 }
 
 fn main() {
-    let mut bench = Report::new("cli");
-    let dir = std::env::temp_dir().join(format!("replaysafe-bench-cli-{}", std::process::id()));
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, rest @ ..] = args.as_slice()
+        && flag == CHILD
+    {
+        return child(rest);
+    }
+    let mut bench = Report::new("review");
+    let dir = std::env::temp_dir().join(format!("replaysafe-bench-review-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    bench_in_doubt(&mut bench, &dir, 200_000);
-    bench_diff(&mut bench, &dir, 360_000);
-    if std::env::args().any(|arg| arg == "lists") {
+    let only = |part: &str| args.iter().any(|arg| arg == part);
+    if !only("lines") {
+        bench_in_doubt(&mut bench, &dir, 200_000);
+        bench_diff(&mut bench, &dir, 360_000);
+    }
+    if only("lists") {
         let _ = std::fs::remove_dir_all(&dir);
         let path = bench.write().unwrap();
         println!("wrote {}", path.display());
@@ -255,26 +322,22 @@ fn main() {
             assert_eq!(parse_only(&one_million), 1_000_000)
         }));
         report_best = report_best.min(best_of(1, || {
-            let built = report::build(
-                std::slice::from_ref(&one_million),
-                &[Breakdown::Kind, Breakdown::Reason],
-                false,
-                &Progress::hidden(),
-            )
-            .unwrap();
+            let built = Reader::default()
+                .report(&[&one_million], &[Breakdown::Kind, Breakdown::Reason])
+                .unwrap();
             assert_eq!(built.records, 1_000_000);
         }));
     }
     let report_rate = per_second(1_000_000, report_best);
     let parse_rate = per_second(1_000_000, parse_best);
-    bench.figure("cli.report.lines_per_second", report_rate, "lines/s");
+    bench.figure("review.report.lines_per_second", report_rate, "lines/s");
     bench.figure(
-        "cli.report.parse_only_lines_per_second",
+        "review.report.parse_only_lines_per_second",
         parse_rate,
         "lines/s",
     );
     bench.ratio(
-        "cli.report.vs_parse_only",
+        "review.report.vs_parse_only",
         report_rate / parse_rate,
         "serde_json parse of the same file into JournalRecord",
     );
@@ -286,25 +349,29 @@ fn main() {
     let (peak_5m, json_took) = run_report(&five_million, "json");
     let (html_peak_5m, html_took) = run_report(&five_million, "html");
     bench.figure(
-        "cli.report.json_seconds_5m_lines",
+        "review.report.json_seconds_5m_lines",
         json_took.as_secs_f64(),
         "s",
     );
     bench.figure(
-        "cli.report.html_seconds_5m_lines",
+        "review.report.html_seconds_5m_lines",
         html_took.as_secs_f64(),
         "s",
     );
-    bench.figure("cli.report.html_peak_memory_5m_lines", html_peak_5m, "MiB");
+    bench.figure(
+        "review.report.html_peak_memory_5m_lines",
+        html_peak_5m,
+        "MiB",
+    );
     bench.ratio(
-        "cli.report.html_peak_memory_vs_json_5m",
+        "review.report.html_peak_memory_vs_json_5m",
         html_peak_5m / peak_5m,
         "peak memory of report --format json over the same 5 M lines",
     );
-    bench.figure("cli.report.peak_memory_1m_lines", peak_1m, "MiB");
-    bench.figure("cli.report.peak_memory_5m_lines", peak_5m, "MiB");
+    bench.figure("review.report.peak_memory_1m_lines", peak_1m, "MiB");
+    bench.figure("review.report.peak_memory_5m_lines", peak_5m, "MiB");
     bench.ratio(
-        "cli.report.peak_memory_5m_vs_1m",
+        "review.report.peak_memory_5m_vs_1m",
         peak_5m / peak_1m,
         "peak memory of report over 1 M lines",
     );

@@ -1,73 +1,35 @@
-//! Reading journals: line by line, with progress on a terminal and optional skipping of bad lines.
+//! Reading journals line by line, keeping each one re-readable by offset, with progress
+//! and optional skipping of bad lines.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, IsTerminal, Read, Write};
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::num::NonZeroU64;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
 use replaysafe_core::journal::{
     JournalReader, JournalRecord, MAX_LINE_BYTES, ReadError, provably_not_attempting,
 };
 
-/// A progress bar on stderr when stderr is a terminal, and nothing otherwise.
-#[derive(Debug)]
-pub struct Progress {
-    bar: ProgressBar,
-}
+use crate::Progress;
+use crate::error::Repr;
 
-impl Progress {
-    /// A bar sized to the total bytes of `paths` when stderr is a terminal; hidden otherwise.
-    pub fn for_files(paths: &[impl AsRef<Path>]) -> Self {
-        if !std::io::stderr().is_terminal() {
-            return Progress::hidden();
-        }
-        let total = paths
-            .iter()
-            .filter_map(|p| std::fs::metadata(p).ok())
-            .map(|m| m.len())
-            .sum();
-        let bar = ProgressBar::new(total);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} reading journals {bar:30} {bytes}/{total_bytes} ({eta})",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        Progress { bar }
-    }
-
-    /// No bar.
-    pub fn hidden() -> Self {
-        Progress {
-            bar: ProgressBar::hidden(),
-        }
-    }
-
-    /// Removes the bar.
-    pub fn finish(&self) {
-        self.bar.finish_and_clear();
-    }
-}
-
-/// Lines `--skip-invalid` skipped.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Skipped {
+/// Lines skipped as invalid.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Skipped {
     /// How many.
-    pub count: u64,
+    pub(crate) count: u64,
     /// The first [`Skipped::LISTED`] of them, `FILE:LINE (why)`.
-    pub lines: Vec<String>,
+    pub(crate) lines: Vec<String>,
     /// How many of them may be `attempting` records: nothing in them proves otherwise
-    /// ([`provably_not_attempting`](replaysafe_core::journal::provably_not_attempting)).
-    pub possibly_attempting: u64,
+    /// ([`provably_not_attempting`]).
+    pub(crate) possibly_attempting: u64,
 }
 
 impl Skipped {
     /// How many skipped lines are named; the rest are counted.
-    pub const LISTED: usize = 100;
+    const LISTED: usize = 100;
 
     fn add(&mut self, path: &str, line: u64, why: &str, possibly_attempting: bool) {
         self.count += 1;
@@ -78,7 +40,7 @@ impl Skipped {
     }
 
     /// Adds what another file skipped.
-    pub fn extend(&mut self, other: Skipped) {
+    pub(crate) fn extend(&mut self, other: Skipped) {
         self.count += other.count;
         self.possibly_attempting += other.possibly_attempting;
         let room = Self::LISTED.saturating_sub(self.lines.len());
@@ -90,15 +52,15 @@ impl Skipped {
 /// offset there; 8 bytes (16 bits of journal, 48 of offset). Positions order the lines
 /// as they were read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct LineAt(NonZeroU64);
+pub(crate) struct LineAt(NonZeroU64);
 
 impl LineAt {
     /// How many journals one command reads at most.
-    pub const MAX_JOURNALS: usize = (1 << 16) - 1;
+    pub(crate) const MAX_JOURNALS: usize = (1 << 16) - 1;
 
     /// The position of the line at `offset` of journal `journal`; `None` past
     /// [`LineAt::MAX_JOURNALS`] journals or 256 TiB into one.
-    pub fn new(journal: usize, offset: u64) -> Option<LineAt> {
+    pub(crate) fn new(journal: usize, offset: u64) -> Option<LineAt> {
         if journal >= Self::MAX_JOURNALS || offset >= 1 << 48 {
             return None;
         }
@@ -106,28 +68,25 @@ impl LineAt {
     }
 
     /// The journal's number.
-    pub fn journal(self) -> usize {
+    pub(crate) fn journal(self) -> usize {
         ((self.0.get() - 1) >> 48) as usize
     }
 
     /// The line's offset in its journal.
-    pub fn offset(self) -> u64 {
+    pub(crate) fn offset(self) -> u64 {
         (self.0.get() - 1) & ((1 << 48) - 1)
     }
 }
 
 /// The record at `at` among the journals `sources` (by number), read again; `expected`
 /// says whether it is still the line read the first time.
-pub fn record_at(
+pub(crate) fn record_at(
     sources: &[Source],
     at: LineAt,
     expected: impl Fn(&JournalRecord) -> bool,
-) -> anyhow::Result<JournalRecord> {
-    let source = sources.get(at.journal()).ok_or_else(|| {
-        anyhow::anyhow!(
-            "reading journal number {} again: no such journal",
-            at.journal()
-        )
+) -> Result<JournalRecord, Repr> {
+    let source = sources.get(at.journal()).ok_or(Repr::NoSuchJournal {
+        number: at.journal(),
     })?;
     let record = source.record_at(at.offset())?;
     if !expected(&record) {
@@ -138,28 +97,26 @@ pub fn record_at(
 
 /// A journal as it was read, kept so that a line can be read again by its offset: the file
 /// itself when it is a regular file, else a temporary copy of what was read (a pipe can be
-/// read only once). `report` and `diff` keep offsets rather than the lines' text.
+/// read only once). Reports and diffs keep offsets rather than the lines' text.
 #[derive(Clone, Debug)]
-pub struct Source {
+pub(crate) struct Source {
     name: String,
     file: Arc<File>,
 }
 
 impl Source {
-    /// The journal's name, as errors show it.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// The record of the line that begins at `offset`, which was read as a record before.
-    pub fn record_at(&self, offset: u64) -> anyhow::Result<JournalRecord> {
+    fn record_at(&self, offset: u64) -> Result<JournalRecord, Repr> {
         let mut line = Vec::new();
         let mut chunk = vec![0; 8 * 1024];
         loop {
             let read = self
                 .file
                 .read_at(&mut chunk, offset + line.len() as u64)
-                .with_context(|| format!("reading journal {} again", self.name))?;
+                .map_err(|source| Repr::ReadAgain {
+                    path: self.name.clone(),
+                    source,
+                })?;
             let bytes = &chunk[..read];
             match bytes.iter().position(|&b| b == b'\n') {
                 Some(end) => {
@@ -200,6 +157,20 @@ impl<R: Read> Read for Tee<R> {
     }
 }
 
+/// Reads through `inner` and tells `progress` how many bytes went by.
+struct Counted<'a, R> {
+    inner: R,
+    progress: &'a dyn Progress,
+}
+
+impl<R: Read> Read for Counted<'_, R> {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.inner.read(buffer)?;
+        self.progress.advance(read as u64);
+        Ok(read)
+    }
+}
+
 /// Calls `each` for every record of `path` with the offset of its line; returns the lines
 /// it skipped and the journal kept re-readable.
 ///
@@ -207,24 +178,29 @@ impl<R: Read> Read for Tee<R> {
 /// [`MAX_LINE_BYTES`] are errors naming the file and line unless `skip_invalid`; a line of
 /// another schema version (newer, or 0) is always an error. Each skipped line is counted
 /// as possibly an `attempting` record unless it provably is not one.
-pub fn for_each_record(
+pub(crate) fn for_each_record(
     path: &Path,
     skip_invalid: bool,
-    progress: &Progress,
+    progress: Option<&dyn Progress>,
     mut each: impl FnMut(JournalRecord, u64),
-) -> anyhow::Result<(Skipped, Source)> {
+) -> Result<(Skipped, Source), Repr> {
     let name = path.display().to_string();
-    let file = File::open(path).with_context(|| format!("opening journal {name}"))?;
+    let opening = |source| Repr::Open {
+        path: name.clone(),
+        source,
+    };
+    let file = File::open(path).map_err(opening)?;
     let regular = file.metadata().is_ok_and(|metadata| metadata.is_file());
-    let (input, kept): (Box<dyn Read>, File) = if regular {
-        let kept = file
-            .try_clone()
-            .with_context(|| format!("opening journal {name}"))?;
+    let (input, kept): (Box<dyn Read + '_>, File) = if regular {
+        let kept = file.try_clone().map_err(opening)?;
         (Box::new(file), kept)
     } else {
-        let copy = tempfile::tempfile()
-            .with_context(|| format!("keeping a copy of journal {name} as it is read"))?;
-        let writer = BufWriter::with_capacity(256 * 1024, copy.try_clone()?);
+        let copying = |source| Repr::Copy {
+            path: name.clone(),
+            source,
+        };
+        let copy = tempfile::tempfile().map_err(copying)?;
+        let writer = BufWriter::with_capacity(256 * 1024, copy.try_clone().map_err(copying)?);
         (
             Box::new(Tee {
                 inner: file,
@@ -233,7 +209,14 @@ pub fn for_each_record(
             copy,
         )
     };
-    let reader = BufReader::with_capacity(256 * 1024, progress.bar.wrap_read(input));
+    let input: Box<dyn Read + '_> = match progress {
+        Some(progress) => Box::new(Counted {
+            inner: input,
+            progress,
+        }),
+        None => input,
+    };
+    let reader = BufReader::with_capacity(256 * 1024, input);
     let mut skipped = Skipped::default();
     let mut reader = JournalReader::new(reader, name.clone());
     while let Some(result) = reader.next() {

@@ -1,12 +1,12 @@
-//! `replaysafe report --format html`: one self-contained page for a reviewer.
+//! [`Report::write_html`]: one self-contained page for a reviewer.
 //!
 //! The page is built from the same [`Report`] as the other formats (one streaming pass
-//! over the journals), plus, with `--base`, the [`Diff`] against the original journal.
+//! over the journals), plus, when given one, the [`Diff`] against the original journal.
 //! It holds no script and loads nothing: its styles are inline, its overview strip is
 //! inline SVG, and a Content-Security-Policy meta tag forbids every fetch, so it opens
 //! from disk and from a CI artifact viewer alike.
 //!
-//! Every text from a journal goes through [`escape`](crate::render::escape) (control
+//! Every text from a journal goes through [`escape`](crate::escape) (control
 //! characters and bidirectional overrides shown as `\u{..}`) and then through maud's
 //! HTML escaping, so markup in a journal shows as text.
 //!
@@ -25,14 +25,14 @@ use crate::report::{Cell, FailedEffect, InDoubt, Report, WindowKey, kind_order, 
 use crate::spill::Rows;
 
 /// The most rows the grid shows before it folds windows into weeks, then months.
-pub const MAX_ROWS: usize = 120;
+const MAX_ROWS: usize = 120;
 
 /// The policy of the page: nothing may be fetched; only its own inline styles apply.
-pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'";
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'";
 
 /// What one grid row stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fold {
+enum Fold {
     /// One data window.
     Window,
     /// The windows starting in one ISO week (Monday to Sunday, UTC).
@@ -53,18 +53,18 @@ impl Fold {
 
 /// One row of the grid: a window, or the windows of a week or a month.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Row {
+struct Row {
     /// The window, `week of 2026-05-04`, or `2026-05`.
-    pub label: String,
+    label: String,
     /// Windows in the row.
-    pub windows: u64,
+    windows: u64,
     /// Per effect kind, what happened.
-    pub cells: BTreeMap<String, Cell>,
+    cells: BTreeMap<String, Cell>,
 }
 
 impl Row {
     /// Every kind's counts added up.
-    pub fn total(&self) -> Cell {
+    fn total(&self) -> Cell {
         let mut total = Cell::default();
         for cell in self.cells.values() {
             total.add(cell);
@@ -75,7 +75,7 @@ impl Row {
 
 /// The grid's rows, in time order: one per window, or folded into weeks or months so
 /// there are at most [`MAX_ROWS`] (unless the months alone are more).
-pub fn rows(grid: &BTreeMap<WindowKey, BTreeMap<String, Cell>>) -> (Fold, Vec<Row>) {
+fn rows(grid: &BTreeMap<WindowKey, BTreeMap<String, Cell>>) -> (Fold, Vec<Row>) {
     if grid.len() <= MAX_ROWS {
         let rows = grid
             .iter()
@@ -235,19 +235,9 @@ const ONLY_IN_BASE_ROWS: &str = "<!--replaysafe:only-in-base-rows-->";
 const CHANGED_ROWS: &str = "<!--replaysafe:changed-rows-->";
 const CHANGED_DECISION_ROWS: &str = "<!--replaysafe:changed-decision-rows-->";
 
-/// The whole page: the report and, with a base journal, the diff against it.
-pub fn render(report: &Report, diff: Option<&Diff>) -> String {
-    let mut out = Vec::new();
-    if let Err(error) = write(report, diff, &mut out) {
-        // Only reading back the report's own temporary files can fail here.
-        return format!("replaysafe: {error}\n");
-    }
-    String::from_utf8(out).unwrap_or_default()
-}
-
 /// Writes the whole page to `out`, the rows of effects in doubt and failed read back from
 /// disk one at a time, so the page is never held in memory whole.
-pub fn write(
+pub(crate) fn write(
     report: &Report,
     diff: Option<&Diff>,
     out: &mut dyn std::io::Write,
