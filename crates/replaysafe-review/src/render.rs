@@ -252,6 +252,15 @@ mod tests {
     }
 
     #[test]
+    fn durations_read_in_their_largest_whole_unit() {
+        assert_eq!(duration_text(TimeDelta::hours(48)), "2d");
+        assert_eq!(duration_text(TimeDelta::minutes(90)), "90m");
+        assert_eq!(duration_text(TimeDelta::weeks(2)), "2w");
+        assert_eq!(duration_text(TimeDelta::seconds(90)), "90s");
+        assert_eq!(duration_text(TimeDelta::zero()), "0s");
+    }
+
+    #[test]
     fn a_streamed_table_prints_what_the_table_prints() {
         let rows = vec![
             vec![

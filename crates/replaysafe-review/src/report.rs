@@ -343,6 +343,8 @@ struct GroupState {
     kind: &'static str,
     id: String,
     windows: BTreeSet<(DateTime<Utc>, DateTime<Utc>)>,
+    /// The window of the group's last record: the next one is most often the same.
+    last_window: Option<WindowKey>,
     suppressed: BTreeMap<String, (u64, HashSet<String>)>,
     delivered: u64,
     failed_attempts: u64,
@@ -411,11 +413,15 @@ impl EffectState {
 /// their text.
 #[derive(Debug, Default)]
 pub(crate) struct Builder {
-    by: Vec<Breakdown>,
     groups: Vec<GroupState>,
     backfill_groups: HashMap<String, u32>,
     run_groups: HashMap<String, u32>,
+    /// The group of the last record: the next one is most often in the same.
+    last_group: Option<u32>,
+    /// The requested breakdowns, each value with its counts.
     breakdowns: BTreeMap<Breakdown, BTreeMap<String, Counts>>,
+    /// The last window shown as text for the window breakdown, and the text.
+    last_window_text: Option<(WindowKey, String)>,
     /// Per idempotency key with exactly one attempt under way and nothing else: the
     /// attempt. Most effects in doubt are these. B-trees rather than hash maps: they grow
     /// a node at a time, where a hash map doubles, and at the doubling holds both tables.
@@ -433,12 +439,8 @@ pub(crate) struct Builder {
 impl Builder {
     /// A builder for the given breakdowns.
     pub(crate) fn new(by: &[Breakdown]) -> Self {
-        let mut by = by.to_vec();
-        by.sort();
-        by.dedup();
         Builder {
             breakdowns: by.iter().map(|b| (*b, BTreeMap::new())).collect(),
-            by,
             ..Builder::default()
         }
     }
@@ -449,21 +451,32 @@ impl Builder {
             Some(id) => ("backfill", id, &mut self.backfill_groups),
             None => ("run", &record.run_id, &mut self.run_groups),
         };
-        if let Some(number) = numbers.get(id.as_str()) {
-            return *number;
+        if let Some(last) = self.last_group {
+            let group = &self.groups[last as usize];
+            if group.kind == kind && group.id == *id {
+                return last;
+            }
         }
-        let number = u32::try_from(self.groups.len()).unwrap_or(u32::MAX);
-        numbers.insert(id.clone(), number);
-        self.groups.push(GroupState {
-            kind,
-            id: id.clone(),
-            windows: BTreeSet::new(),
-            suppressed: BTreeMap::new(),
-            delivered: 0,
-            failed_attempts: 0,
-            failed: 0,
-            in_doubt: 0,
-        });
+        let number = match numbers.get(id.as_str()) {
+            Some(number) => *number,
+            None => {
+                let number = u32::try_from(self.groups.len()).unwrap_or(u32::MAX);
+                numbers.insert(id.clone(), number);
+                self.groups.push(GroupState {
+                    kind,
+                    id: id.clone(),
+                    windows: BTreeSet::new(),
+                    last_window: None,
+                    suppressed: BTreeMap::new(),
+                    delivered: 0,
+                    failed_attempts: 0,
+                    failed: 0,
+                    in_doubt: 0,
+                });
+                number
+            }
+        };
+        self.last_group = Some(number);
         number
     }
 
@@ -482,9 +495,11 @@ impl Builder {
         self.records += 1;
         let group = self.group_of(&record);
         let state = &mut self.groups[group as usize];
-        state
-            .windows
-            .insert((record.window.start, record.window.end));
+        let window = (record.window.start, record.window.end);
+        if state.last_window != Some(window) {
+            state.windows.insert(window);
+            state.last_window = Some(window);
+        }
         // Only the decisions about deliveries need the key: most lines are suppressed.
         let key = || Compact::new(&record.effect.idempotency_key);
         match record.decision {
@@ -514,13 +529,20 @@ impl Builder {
                 }
             }
             JournalDecision::Suppressed => {
-                let (effects, targets) = state
-                    .suppressed
-                    .entry(record.effect.kind.clone())
-                    .or_default();
-                *effects += 1;
-                if !targets.contains(&record.effect.target) {
-                    targets.insert(record.effect.target.clone());
+                let target = &record.effect.target;
+                match state.suppressed.get_mut(&record.effect.kind) {
+                    Some((effects, targets)) => {
+                        *effects += 1;
+                        if !targets.contains(target) {
+                            targets.insert(target.clone());
+                        }
+                    }
+                    None => {
+                        let targets = HashSet::from([target.clone()]);
+                        state
+                            .suppressed
+                            .insert(record.effect.kind.clone(), (1, targets));
+                    }
                 }
             }
             JournalDecision::Delivered => {
@@ -565,10 +587,7 @@ impl Builder {
             && record.decision != JournalDecision::Failed
         {
             let opt_in = record.opt_in.is_some();
-            let cell = self.cell(
-                (record.window.start, record.window.end),
-                &record.effect.kind,
-            );
+            let cell = self.cell(window, &record.effect.kind);
             match record.decision {
                 JournalDecision::Delivered if opt_in => cell.opt_in += 1,
                 JournalDecision::Delivered => cell.delivered += 1,
@@ -577,8 +596,7 @@ impl Builder {
             }
         }
 
-        for breakdown in &self.by {
-            let table = self.breakdowns.entry(*breakdown).or_default();
+        for (breakdown, table) in &mut self.breakdowns {
             let mut count = |value: &str| {
                 if let Some(counts) = table.get_mut(value) {
                     counts.add(record.decision);
@@ -592,7 +610,16 @@ impl Builder {
                 Breakdown::Kind => count(&record.effect.kind),
                 Breakdown::MessageType => count(&record.effect.message_type),
                 Breakdown::Target => count(&record.effect.target),
-                Breakdown::Window => count(&window_text(record.window.start, record.window.end)),
+                Breakdown::Window => {
+                    let shown = match &self.last_window_text {
+                        Some((last, text)) if *last == window => text,
+                        _ => {
+                            let text = window_text(window.0, window.1);
+                            &self.last_window_text.insert((window, text)).1
+                        }
+                    };
+                    count(shown)
+                }
                 Breakdown::Reason => {
                     for reason in &record.reasons {
                         count(reason);
