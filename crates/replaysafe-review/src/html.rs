@@ -739,7 +739,7 @@ fn effects_table(title: &str, marker: &str, effects: &Rows<diff::Effect>) -> Mar
     }
 }
 
-/// The `--by` tables (kind and reason unless asked otherwise), as the text formats show them.
+/// The breakdown tables, as the text formats show them.
 fn breakdowns(report: &Report) -> Markup {
     html! {
         @for (breakdown, values) in &report.breakdowns {
