@@ -94,7 +94,7 @@
 //! is not a record (unless [`Reader::with_skip_invalid`] skips it; a line of another
 //! schema version is an error either way), or when a temporary file cannot be written;
 //! the message names the journal, and the line when it is about one. Planning fails on a
-//! step or a max age that is not positive, and on more than [`plan::MAX_WINDOWS`]
+//! step that is not positive, a negative max age, and more than [`plan::MAX_WINDOWS`]
 //! windows. Writing a report or a diff returns the [`std::io::Error`] of the output, or
 //! of reading back its own temporary files.
 //!

@@ -79,8 +79,8 @@ impl Request {
 
     /// Asks the gate about every window and effect kind.
     ///
-    /// An error when a max age is not positive, when `every` is not, or when the range
-    /// splits into more than [`MAX_WINDOWS`] windows.
+    /// An error when a max age is negative, when `every` is not positive, or when the
+    /// range splits into more than [`MAX_WINDOWS`] windows.
     pub fn build(&self) -> Result<Plan, Error> {
         build(self).map_err(Error)
     }
