@@ -449,7 +449,7 @@ mod tests {
         let cases: Vec<Vec<u8>> = vec![
             Vec::new(),
             format!("{good}\n{good}\n").into_bytes(),
-            format!("{good}").into_bytes(),
+            good.clone().into_bytes(),
             format!("{good}\r\n  {good}  \n\n   \n\r\n{good}").into_bytes(),
             format!(
                 "{{\"v\":1,\n{good}\n{{\"v\":0}}\n[1]\n{}\n{}\n",
@@ -485,7 +485,7 @@ mod tests {
                     2 => format!("  {good}\t").into_bytes(),
                     3 => Vec::new(),
                     4 => b" \t ".to_vec(),
-                    5 => good[..good.len() / 2].as_bytes().to_vec(),
+                    5 => good.as_bytes()[..good.len() / 2].to_vec(),
                     6 => record_line(2).into_bytes(),
                     7 => record_line(0).into_bytes(),
                     8 => [&good.as_bytes()[..10], b"\xc3\x28", &good.as_bytes()[10..]].concat(),
