@@ -8,7 +8,7 @@ use chrono::{DateTime, SubsecRound, Utc};
 use clap::{CommandFactory, Parser, Subcommand};
 use replaysafe_cli::render::{Format, ReportFormat};
 use replaysafe_cli::review::{Breakdown, FailOn, Progress};
-use replaysafe_cli::{approve, duration, plan, send};
+use replaysafe_cli::{approve, duration, journals, plan, send};
 use replaysafe_core::{EffectKind, ReplayContext, RunKind, Window};
 use replaysafe_review::{Reader, context, report};
 
@@ -50,9 +50,11 @@ enum Command {
         after_help = "An effect is in doubt when its delivery began (an attempting line) and no outcome is recorded after it.\n\nExit codes:\n  0  the report was printed (and --fail-on found nothing)\n  1  the report was printed and the journals hold an effect --fail-on names\n  2  bad input or an unreadable journal\n\nExamples:\n  replaysafe report backfill.jsonl\n  replaysafe report --format markdown --by kind --by reason runs/*.jsonl > comment.md\n  replaysafe report --fail-on delivered --fail-on in-doubt backfill.jsonl   # a CI gate\n  replaysafe report --format html --base original.jsonl -o review.html backfill.jsonl"
     )]
     Report {
-        /// Journal files (JSON Lines, schema 1).
+        /// Journals: JSON Lines files (schema 1), sqlite:PATH or postgres://… (its password from PGPASSWORD).
         #[arg(required = true)]
         journals: Vec<PathBuf>,
+        #[command(flatten)]
+        select: Select,
         /// Output format; html writes one self-contained page.
         #[arg(long, value_enum, default_value_t)]
         format: ReportFormat,
@@ -77,10 +79,12 @@ enum Command {
         after_help = "Examples:\n  replaysafe diff original.jsonl backfill-dry-run.jsonl\n  replaysafe diff --format json a.jsonl b.jsonl | jq .changed"
     )]
     Diff {
-        /// The journal to compare against.
+        /// The journal to compare against: a JSON Lines file, sqlite:PATH or postgres://….
         base: PathBuf,
         /// The new journal.
         new: PathBuf,
+        #[command(flatten)]
+        select: Select,
         /// Output format.
         #[arg(long, value_enum, default_value_t)]
         format: Format,
@@ -150,6 +154,34 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+}
+
+/// Which records of a database journal to read.
+#[derive(Debug, clap::Args)]
+struct Select {
+    /// With a database journal: only this pipeline's records.
+    #[arg(long)]
+    pipeline: Option<String>,
+    /// With a database journal: only records journaled at or after this time, RFC 3339 or a date (2026-08-05).
+    #[arg(long, value_parser = parse_since)]
+    since: Option<DateTime<Utc>>,
+}
+
+impl Select {
+    fn query(&self) -> replaysafe_outbox::JournalQuery {
+        let mut query = replaysafe_outbox::JournalQuery::all();
+        query.pipeline.clone_from(&self.pipeline);
+        query.since = self.since;
+        query
+    }
+}
+
+/// `--since`: an RFC 3339 time, or a date meaning its midnight UTC.
+fn parse_since(text: &str) -> Result<DateTime<Utc>, String> {
+    match chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        Ok(date) => Ok(date.and_time(chrono::NaiveTime::MIN).and_utc()),
+        Err(_) => parse_time(text),
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -395,6 +427,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Outbox(args) => replaysafe_cli::outbox::run(args),
         Command::Report {
             journals,
+            select,
             format,
             output,
             base,
@@ -413,14 +446,22 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 by.into_iter().map(Into::into).collect()
             };
             let reader = Reader::default().with_skip_invalid(skip_invalid);
-            let progress = Progress::for_files(&journals);
-            let report = reader.with_progress(&progress).report(&journals, &by)?;
+            let inputs = journals::for_review(&journals, &select.query())?;
+            let journals = &inputs.paths;
+            let progress = Progress::for_files(journals);
+            let mut report = reader.with_progress(&progress).report(journals, &by)?;
+            report.journals.clone_from(&inputs.names);
             let compared = match format.text() {
                 Some(_) => None,
                 None if base.is_empty() => None,
                 None => {
-                    let progress = Progress::for_files(&[base.as_slice(), &journals].concat());
-                    Some(reader.with_progress(&progress).diff(&base, &journals)?)
+                    let base = journals::for_review(&base, &select.query())?;
+                    let progress = Progress::for_files(&[base.paths.as_slice(), journals].concat());
+                    Some(
+                        reader
+                            .with_progress(&progress)
+                            .diff(&base.paths, journals)?,
+                    )
                 }
             };
             // Written as it is made: the lists are read back from disk row by row.
@@ -452,10 +493,13 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Diff {
             base,
             new,
+            select,
             format,
             skip_invalid,
         } => {
-            let progress = Progress::for_files(&[&base, &new]);
+            let inputs = journals::for_review(&[base, new], &select.query())?;
+            let [base, new] = [&inputs.paths[0], &inputs.paths[1]];
+            let progress = Progress::for_files(&[base, new]);
             let diff = Reader::default()
                 .with_skip_invalid(skip_invalid)
                 .with_progress(&progress)

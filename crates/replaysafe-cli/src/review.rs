@@ -43,6 +43,8 @@ pub enum FailOn {
     Failed,
     /// Any effect in doubt: its delivery began and no outcome is recorded.
     InDoubt,
+    /// Any run with no data window from any source (its effects suppressed with unknown_window).
+    Unknown,
 }
 
 impl From<FailOn> for report::FailOn {
@@ -51,6 +53,7 @@ impl From<FailOn> for report::FailOn {
             FailOn::Delivered => report::FailOn::Delivered,
             FailOn::Failed => report::FailOn::Failed,
             FailOn::InDoubt => report::FailOn::InDoubt,
+            FailOn::Unknown => report::FailOn::Unknown,
         }
     }
 }

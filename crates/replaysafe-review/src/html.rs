@@ -340,6 +340,9 @@ fn page(report: &Report, diff: Option<&Diff>) -> Markup {
                     }
                 }
                 (headlines(report))
+                @if let Some(line) = report.unknown_window.text() {
+                    p.unknown { (text(&line)) }
+                }
                 (totals_tiles(&totals))
                 (grid(fold, &rows, &kinds))
                 (opt_ins(report))

@@ -99,6 +99,9 @@ pub enum FailOn {
     Failed,
     /// Any effect in doubt: its delivery began and no outcome is recorded.
     InDoubt,
+    /// Any run with no data window from any source: its effects were all suppressed with
+    /// `unknown_window`, and nobody can say which data they were about.
+    Unknown,
 }
 
 impl FailOn {
@@ -108,6 +111,7 @@ impl FailOn {
             FailOn::Delivered => "delivered",
             FailOn::Failed => "failed",
             FailOn::InDoubt => "in doubt",
+            FailOn::Unknown => "without a window",
         }
     }
 }
@@ -300,6 +304,43 @@ impl Cell {
     }
 }
 
+/// The runs that had no data window from any source: every effect of theirs was
+/// suppressed with `unknown_window`, and journaled with a placeholder window (the Unix
+/// epoch's instant) that the groups' windows and the grid leave out.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct UnknownWindows {
+    /// Such runs (distinct pipeline and run id).
+    pub runs: u64,
+    /// Their suppressed effects.
+    pub effects: u64,
+    /// The first of them, `PIPELINE/RUN_ID`, at most [`UnknownWindows::LISTED`].
+    pub listed: Vec<String>,
+}
+
+impl UnknownWindows {
+    /// How many runs are named in [`UnknownWindows::listed`].
+    pub const LISTED: usize = 10;
+
+    /// The line a report shows for them, or `None` when there are none.
+    pub fn text(&self) -> Option<String> {
+        if self.runs == 0 {
+            return None;
+        }
+        let mut named = self.listed.join(", ");
+        let unlisted = self.runs - self.listed.len() as u64;
+        if unlisted > 0 {
+            named.push_str(&format!(" and {unlisted} more"));
+        }
+        Some(format!(
+            "without a window: {} ({} suppressed, unknown_window): {named}; \
+             set REPLAYSAFE_WINDOW_START and REPLAYSAFE_WINDOW_END (or REPLAYSAFE_UPSTREAM) for such runs",
+            plural(self.runs, "run", "runs"),
+            plural(self.effects, "effect", "effects"),
+        ))
+    }
+}
+
 /// A data window as the grid keys it: (start, end), equal for an instant.
 pub type WindowKey = (DateTime<Utc>, DateTime<Utc>);
 
@@ -333,6 +374,8 @@ pub struct Report {
     /// Effects whose attempts failed, that no line delivered and that are not in doubt,
     /// in the order of their last failed attempt.
     pub failed_effects: Rows<FailedEffect>,
+    /// Runs with no data window from any source (`unknown_window`), on a line of their own.
+    pub unknown_window: UnknownWindows,
     /// Per window (in time order) and effect kind, what happened: the HTML page's grid.
     #[serde(skip)]
     pub grid: BTreeMap<WindowKey, BTreeMap<String, Cell>>,
@@ -432,6 +475,8 @@ pub(crate) struct Builder {
     opt_in_deliveries: Vec<OptInDelivery>,
     grid: BTreeMap<WindowKey, BTreeMap<String, Cell>>,
     records: u64,
+    /// Runs without a window: `PIPELINE/RUN_ID` → suppressed effects.
+    unknown_window: BTreeMap<String, u64>,
     /// Whether a line lay beyond what a [`LineAt`] can point to.
     too_far: bool,
 }
@@ -496,7 +541,16 @@ impl Builder {
         let group = self.group_of(&record);
         let state = &mut self.groups[group as usize];
         let window = (record.window.start, record.window.end);
-        if state.last_window != Some(window) {
+        // A run without a window is journaled at a placeholder: counted on its own line,
+        // kept out of the windows and the grid.
+        let windowless = record
+            .reasons
+            .iter()
+            .any(|reason| reason == "unknown_window");
+        if windowless {
+            let run = format!("{}/{}", record.pipeline, record.run_id);
+            *self.unknown_window.entry(run).or_default() += 1;
+        } else if state.last_window != Some(window) {
             state.windows.insert(window);
             state.last_window = Some(window);
         }
@@ -585,6 +639,7 @@ impl Builder {
 
         if record.decision != JournalDecision::Attempting
             && record.decision != JournalDecision::Failed
+            && !windowless
         {
             let opt_in = record.opt_in.is_some();
             let cell = self.cell(window, &record.effect.kind);
@@ -774,6 +829,16 @@ impl Builder {
             breakdowns: self.breakdowns,
             opt_in_deliveries: self.opt_in_deliveries,
             failed_effects: failed_effects.into_rows().map_err(spill_error)?,
+            unknown_window: UnknownWindows {
+                runs: self.unknown_window.len() as u64,
+                effects: self.unknown_window.values().sum(),
+                listed: self
+                    .unknown_window
+                    .keys()
+                    .take(UnknownWindows::LISTED)
+                    .cloned()
+                    .collect(),
+            },
             grid: self.grid,
         })
     }
@@ -966,6 +1031,7 @@ impl Report {
             FailOn::Delivered => self.groups.iter().map(|g| g.delivered).sum(),
             FailOn::Failed => self.groups.iter().map(|g| g.failed).sum(),
             FailOn::InDoubt => self.in_doubt.len() as u64 + self.skipped_possibly_in_doubt,
+            FailOn::Unknown => self.unknown_window.runs,
         }
     }
 
@@ -1045,6 +1111,15 @@ fn write(report: &Report, format: Format, out: &mut dyn std::io::Write) -> std::
                     b""
                 })?;
                 out.write_all(escape(&group.headline, format).as_bytes())?;
+                out.write_all(b"\n")?;
+            }
+            if let Some(text) = report.unknown_window.text() {
+                out.write_all(if format == Format::Markdown {
+                    b"\n- "
+                } else {
+                    b"\n"
+                })?;
+                out.write_all(escape(&text, format).as_bytes())?;
                 out.write_all(b"\n")?;
             }
             if !report.in_doubt.is_empty() {

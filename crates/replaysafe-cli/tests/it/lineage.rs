@@ -245,3 +245,101 @@ fn malformed_lineage_is_an_error_naming_the_variable() {
         assert!(sent.records.is_empty());
     }
 }
+
+#[test]
+fn report_counts_runs_without_a_window_on_their_own_line_and_fails_on_them() {
+    let (address, received) = receiver();
+    let url = format!("http://{address}/hooks/orders");
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal.jsonl");
+    let send_as = |env: Vec<(String, String)>| {
+        let output = clean_command()
+            .args([
+                "send",
+                "webhook",
+                "--url",
+                &url,
+                "--event-type",
+                "orders.published",
+            ])
+            .args(["--data", "{\"orders\": 3}", "--allow-host", "127.0.0.1"])
+            .envs(env)
+            .env("REPLAYSAFE_JOURNAL", &journal)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+    };
+    // Two asset-triggered runs with no lineage (no window), and one current scheduled run.
+    send_as(asset_triggered(
+        "asset_triggered__2026-12-01T10:00:00+00:00",
+    ));
+    send_as(asset_triggered(
+        "asset_triggered__2026-12-01T11:00:00+00:00",
+    ));
+    let (_, scheduled) = &crate::send::environments()[0];
+    send_as(scheduled.clone());
+    assert_eq!(
+        received.lock().unwrap().len(),
+        1,
+        "only the scheduled run sends"
+    );
+
+    let report = |extra: &[&str]| {
+        clean_command()
+            .arg("report")
+            .args(extra)
+            .arg(&journal)
+            .output()
+            .unwrap()
+    };
+    let output = report(&[]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("without a window:"))
+        .unwrap_or_else(|| panic!("no line for runs without a window:\n{text}"));
+    assert!(line.contains("2 runs (2 effects suppressed"), "{line}");
+    assert!(
+        line.contains("consumer/asset_triggered__2026-12-01T10:00:00+00:00"),
+        "{line}"
+    );
+    assert!(
+        !text.contains("1970"),
+        "the placeholder window is not shown:\n{text}"
+    );
+
+    let json = report(&["--format", "json"]);
+    let json: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(json["unknown_window"]["runs"], 2);
+    assert_eq!(json["unknown_window"]["effects"], 2);
+
+    let failed = report(&["--fail-on", "unknown"]);
+    assert_eq!(failed.status.code(), Some(1), "{failed:?}");
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(stderr.contains("2 without a window"), "{stderr}");
+
+    // A journal with only the current run passes the same gate.
+    let current = dir.path().join("current.jsonl");
+    let output = clean_command()
+        .args([
+            "send",
+            "webhook",
+            "--url",
+            &url,
+            "--event-type",
+            "orders.published",
+        ])
+        .args(["--data", "{\"orders\": 4}", "--allow-host", "127.0.0.1"])
+        .envs(scheduled.clone())
+        .env("REPLAYSAFE_JOURNAL", &current)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let passed = clean_command()
+        .args(["report", "--fail-on", "unknown"])
+        .arg(&current)
+        .output()
+        .unwrap();
+    assert_eq!(passed.status.code(), Some(0), "{passed:?}");
+}

@@ -377,6 +377,86 @@ fn a_database_journal_is_the_ledger_of_every_process_sharing_it() {
         assert_eq!(arrived(&maildir, &subject), 1, "{name}");
     }
 
+    // report and diff read both databases: four racers, one delivery, three suppressed as
+    // already delivered; the URL shown without its password.
+    let review = |args: &[&str]| {
+        let output = clean_command()
+            .args(args)
+            .env("PGPASSWORD", &password)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(!stdout.contains(&password) && !stderr.contains(&password));
+        (output.status.code(), stdout, stderr)
+    };
+    for journal in [&postgres, &sqlite] {
+        let (code, json, stderr) = review(&[
+            "report",
+            journal,
+            "--pipeline",
+            "daily_orders",
+            "--since",
+            "2026-01-01",
+            "--format",
+            "json",
+            "--by",
+            "reason",
+        ]);
+        assert_eq!(code, Some(0), "{stderr}");
+        let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(json["records"], 5, "{json}");
+        assert_eq!(json["groups"][0]["delivered"], 1, "{json}");
+        // Each loser saw the key delivered or, while the winner was sending, in doubt.
+        let reasons = &json["breakdowns"]["reason"];
+        let suppressed = |reason: &str| reasons[reason]["suppressed"].as_u64().unwrap_or(0);
+        assert_eq!(
+            suppressed("already_delivered") + suppressed("in_doubt"),
+            3,
+            "{json}"
+        );
+        let shown = json["journals"][0].as_str().unwrap();
+        assert!(
+            shown.starts_with(if journal.starts_with("sqlite:") {
+                "sqlite:"
+            } else {
+                "postgres://"
+            }),
+            "{shown}"
+        );
+        // Another pipeline's records only: none.
+        let (code, text, stderr) = review(&["report", journal, "--pipeline", "someone_else"]);
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(text.contains("no effects journaled"), "{text}");
+        // Records from a later time only: none.
+        let (_, text, _) = review(&["report", journal, "--since", "2999-01-01T00:00:00Z"]);
+        assert!(text.contains("no effects journaled"), "{text}");
+    }
+    let (code, text, stderr) = review(&["diff", &postgres, &sqlite, "--pipeline", "daily_orders"]);
+    assert!(code == Some(0) || code == Some(1), "{stderr}");
+    assert!(!text.is_empty(), "{stderr}");
+
+    // --pipeline with files only, and a database that is not there: exit 2, naming why,
+    // and nothing created.
+    let file = dir.path().join("plain.jsonl");
+    std::fs::write(&file, "").unwrap();
+    let (code, _, stderr) = review(&[
+        "report",
+        file.to_str().unwrap(),
+        "--pipeline",
+        "daily_orders",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--pipeline and --since select a database journal"),
+        "{stderr}"
+    );
+    let missing = dir.path().join("missing.db");
+    let (code, _, stderr) = review(&["report", &format!("sqlite:{}", missing.display())]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("no such database"), "{stderr}");
+    assert!(!missing.exists());
+
     // A wrong password: exit 2, nothing sent, the password not repeated.
     let subject = format!("memory wrong password {}", std::process::id());
     let wrong = send_email(&port, &subject, &scheduled, Path::new(&postgres))

@@ -92,23 +92,9 @@ impl SqliteJournal {
     pub fn read(
         &self,
         query: &JournalQuery,
-        mut each: impl FnMut(&str) -> Result<(), OutboxError>,
+        each: impl FnMut(&str) -> Result<(), OutboxError>,
     ) -> Result<(), OutboxError> {
-        let conn = self.lock();
-        let mut statement = conn
-            .prepare(
-                "SELECT line FROM replaysafe_journal \
-                 WHERE (?1 IS NULL OR pipeline = ?1) AND ts_ms >= ?2 ORDER BY seq",
-            )
-            .map_err(sql("reading the journal"))?;
-        let mut rows = statement
-            .query(params![query.pipeline, query.since_ms()])
-            .map_err(sql("reading the journal"))?;
-        while let Some(row) = rows.next().map_err(sql("reading the journal"))? {
-            let line: String = row.get(0).map_err(sql("reading the journal"))?;
-            each(&line)?;
-        }
-        Ok(())
+        read_lines(&self.lock(), query, each)
     }
 
     fn lock(&self) -> MutexGuard<'_, Connection> {
@@ -185,4 +171,57 @@ impl Ledger for SqliteJournal {
         result
             .map_err(|e: rusqlite::Error| JournalError::key_not_recalled(&self.shown, &line.key, e))
     }
+}
+
+/// Reads the records `query` selects from the journal database at `path` without writing
+/// to it (opened read-only: nothing is created or migrated), calling `each` with every one
+/// as the line a JSON Lines journal holds, in the order they were appended. A missing
+/// file, or a database without the journal's table, is an error.
+pub fn read_journal(
+    path: impl AsRef<Path>,
+    query: &JournalQuery,
+    each: impl FnMut(&str) -> Result<(), OutboxError>,
+) -> Result<(), OutboxError> {
+    let conn = Connection::open_with_flags(
+        path.as_ref(),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(sql("opening the journal database"))?;
+    conn.busy_timeout(super::BUSY_TIMEOUT)
+        .map_err(sql("setting the busy timeout"))?;
+    let exists: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'replaysafe_journal')",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(sql("reading the journal"))?;
+    if !exists {
+        return Err(OutboxError::store(
+            "reading the journal",
+            std::io::Error::other("the database holds no replaysafe_journal table"),
+        ));
+    }
+    read_lines(&conn, query, each)
+}
+
+fn read_lines(
+    conn: &Connection,
+    query: &JournalQuery,
+    mut each: impl FnMut(&str) -> Result<(), OutboxError>,
+) -> Result<(), OutboxError> {
+    let mut statement = conn
+        .prepare(
+            "SELECT line FROM replaysafe_journal \
+                 WHERE (?1 IS NULL OR pipeline = ?1) AND ts_ms >= ?2 ORDER BY seq",
+        )
+        .map_err(sql("reading the journal"))?;
+    let mut rows = statement
+        .query(params![query.pipeline, query.since_ms()])
+        .map_err(sql("reading the journal"))?;
+    while let Some(row) = rows.next().map_err(sql("reading the journal"))? {
+        let line: String = row.get(0).map_err(sql("reading the journal"))?;
+        each(&line)?;
+    }
+    Ok(())
 }

@@ -22,7 +22,7 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehav
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use journal::{JOURNAL_SCHEMA, SqliteJournal};
+pub use journal::{JOURNAL_SCHEMA, SqliteJournal, read_journal};
 pub use schema::{SCHEMA_VERSION, check_schema, migrate, schema_version};
 
 use crate::row::{RowContext, StagedRow, from_millis, millis, prepare};
