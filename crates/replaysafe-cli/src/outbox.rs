@@ -11,15 +11,13 @@ use std::time::Duration;
 use anyhow::{Context, anyhow, bail};
 use chrono::{DateTime, Utc};
 use indicatif::{ProgressBar, ProgressStyle};
-use replaysafe_core::{EnvVarName, GuardLayer, Journal, OptIn, RecencyPolicy, TrustedApprovers};
+use replaysafe_core::{Journal, OptIn, RecencyPolicy, TrustedApprovers};
 use replaysafe_outbox::postgres::PostgresOutbox;
 use replaysafe_outbox::sqlite::SqliteOutbox;
-use replaysafe_outbox::{
-    OperatorAction, OperatorCommand, OutboxStore, RowSummary, Status, Worker, WorkerBuilder,
-};
+use replaysafe_outbox::{OperatorAction, OperatorCommand, OutboxStore, RowSummary, Status, Worker};
 
 use crate::render::{Format, escape};
-use serde::Deserialize;
+use replaysafe::routes::{RoutesError, RoutesFile};
 
 /// `replaysafe outbox …`: the database and what to do with it.
 #[derive(Debug, clap::Args)]
@@ -288,7 +286,8 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
             ..
         } => {
             let journal = open_journal(journal.as_deref())?;
-            let config = RoutesFile::read(&routes)?;
+            let config = RoutesFile::read(&routes)
+                .map_err(|e| anyhow!("--routes: {}", replaysafe_core::error_chain(&e)))?;
             let mut builder = match &db {
                 Database::Sqlite(outbox) => Worker::builder(outbox.clone()),
                 Database::Postgres(outbox) => Worker::builder(outbox.clone()),
@@ -297,7 +296,20 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
             if let Some(trusted) = trusted_approvers_from_env()? {
                 builder = builder.trusted_approvers(trusted);
             }
-            let builder = config.add_to(builder, &journal)?;
+            let builder = config.add_to(builder, &journal).map_err(|e| match &e {
+                RoutesError::Config {
+                    route,
+                    field,
+                    source,
+                } => {
+                    let place = match field {
+                        Some(field) => format!("--routes: route {route}: {field}"),
+                        None => format!("--routes: route {route}"),
+                    };
+                    crate::send::config_error(place, field.as_deref(), source.as_ref())
+                }
+                _ => anyhow!("--routes: {e}"),
+            })?;
             let worker = builder
                 .in_flight(in_flight)
                 .batch_size(batch)
@@ -770,204 +782,4 @@ fn open_journal(path: Option<&Path>) -> anyhow::Result<Arc<dyn Journal>> {
             )
         })?;
     crate::journals::open(&path, "the journal")
-}
-
-/// The routes file: route names mapped to client configurations, the same types every
-/// front end builds clients from (`docs/reference/clients.md`). Secrets are named by
-/// environment variable (`…_env`); a field that would hold one is refused.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RoutesFile {
-    /// Route name → route.
-    pub routes: BTreeMap<String, RouteConfig>,
-}
-
-/// One route of the routes file: a client configuration, tagged by `kind`.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum RouteConfig {
-    /// A webhook.
-    Webhook(replaysafe_webhook::WebhookConfig),
-    /// A downstream trigger: Airflow's REST API or a URL.
-    Trigger(replaysafe_webhook::TriggerConfig),
-    /// Email over SMTP.
-    Email(replaysafe_email::EmailConfig),
-    /// A partner file drop over SFTP.
-    Sftp(replaysafe_sftp::SftpConfig),
-    /// Alertmanager v2.
-    Alertmanager(replaysafe_alert::AlertmanagerConfig),
-    /// PagerDuty Events v2.
-    Pagerduty(replaysafe_alert::PagerDutyConfig),
-    /// A Slack incoming webhook.
-    Slack(replaysafe_alert::SlackConfig),
-    /// Prometheus Pushgateway.
-    Pushgateway(replaysafe_metrics::PushgatewayConfig),
-    /// StatsD over UDP.
-    Statsd(replaysafe_metrics::StatsdConfig),
-}
-
-/// Refuses, naming the route and the field and never quoting the value, every `…_env`
-/// field (or map entry of one) that is not a variable name. Runs on the file's JSON before
-/// it is read into routes, so the message can name the field, which the routes' own
-/// deserialization (an internally tagged enum) cannot.
-fn check_secret_fields(file: &serde_json::Value) -> anyhow::Result<()> {
-    let routes = file.get("routes").and_then(serde_json::Value::as_object);
-    for (route, config) in routes.into_iter().flatten() {
-        for (field, value) in config.as_object().into_iter().flatten() {
-            if !field.ends_with("_env") {
-                continue;
-            }
-            let names: Vec<(String, &serde_json::Value)> = match value {
-                serde_json::Value::Object(map) => map
-                    .iter()
-                    .map(|(key, value)| (format!("{field}.{key}"), value))
-                    .collect(),
-                other => vec![(field.clone(), other)],
-            };
-            for (at, name) in names {
-                if let Some(name) = name.as_str() {
-                    EnvVarName::parse(format!("--routes: route {route}: {at}"), name)?;
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-impl RoutesFile {
-    /// Reads and checks a routes file.
-    pub fn read(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("--routes: reading {}", path.display()))?;
-        let located = |e: serde_json::Error| {
-            anyhow!(
-                "--routes: {}: line {}, column {}: {}",
-                path.display(),
-                e.line(),
-                e.column(),
-                classify(&e)
-            )
-        };
-        check_secret_fields(&serde_json::from_str(&text).map_err(located)?)?;
-        let file: RoutesFile = serde_json::from_str(&text).map_err(located)?;
-        if file.routes.is_empty() {
-            bail!("--routes: {}: no routes", path.display());
-        }
-        Ok(file)
-    }
-
-    /// Adds a guarded client per route, journaling to `journal`. An error names the route
-    /// and the configuration field.
-    pub fn add_to(
-        &self,
-        mut builder: WorkerBuilder,
-        journal: &Arc<dyn Journal>,
-    ) -> anyhow::Result<WorkerBuilder> {
-        for (name, route) in &self.routes {
-            let failed = |field: Option<&str>, e: &(dyn std::error::Error + 'static)| {
-                let place = match field {
-                    Some(field) => format!("--routes: route {name}: {field}"),
-                    None => format!("--routes: route {name}"),
-                };
-                crate::send::config_error(place, field, e)
-            };
-            let layer = GuardLayer::new(journal.clone());
-            builder = match route {
-                RouteConfig::Webhook(config) => builder.route(
-                    name,
-                    config.build(&layer).map_err(|e| failed(e.field(), &e))?,
-                ),
-                RouteConfig::Trigger(config) => builder.route(
-                    name,
-                    config.build(&layer).map_err(|e| failed(e.field(), &e))?,
-                ),
-                RouteConfig::Email(config) => builder.route(
-                    name,
-                    config.build(&layer).map_err(|e| failed(e.field(), &e))?,
-                ),
-                RouteConfig::Sftp(config) => builder.route(
-                    name,
-                    config.build(&layer).map_err(|e| failed(e.field(), &e))?,
-                ),
-                RouteConfig::Alertmanager(config) => builder.route(
-                    name,
-                    config.build(&layer).map_err(|e| failed(e.field(), &e))?,
-                ),
-                RouteConfig::Pagerduty(config) => builder.route(
-                    name,
-                    config.build(&layer).map_err(|e| failed(e.field(), &e))?,
-                ),
-                RouteConfig::Slack(config) => builder.route(
-                    name,
-                    config.build(&layer).map_err(|e| failed(e.field(), &e))?,
-                ),
-                RouteConfig::Pushgateway(config) => builder.route(
-                    name,
-                    config.build(&layer).map_err(|e| failed(e.field(), &e))?,
-                ),
-                RouteConfig::Statsd(config) => builder.route(
-                    name,
-                    config.build(&layer).map_err(|e| failed(e.field(), &e))?,
-                ),
-            };
-        }
-        Ok(builder)
-    }
-}
-
-/// What is wrong with a routes file, without quoting its values.
-fn classify(error: &serde_json::Error) -> String {
-    let text = error.to_string();
-    // serde's messages for unknown fields and variants name the field, not a value.
-    if text.starts_with("unknown field")
-        || text.starts_with("unknown variant")
-        || text.starts_with("missing field")
-    {
-        return text
-            .split(" at line")
-            .next()
-            .unwrap_or("invalid")
-            .to_owned();
-    }
-    // EnvVarName's refusal never quotes the value (the fields are checked by name first).
-    if text.starts_with(EnvVarName::NOT_A_NAME) {
-        return EnvVarName::NOT_A_NAME.to_owned();
-    }
-    match error.classify() {
-        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
-            "not valid JSON".to_owned()
-        }
-        _ => "a value has the wrong type".to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_secret_in_the_routes_file_is_refused_by_name_and_not_repeated() {
-        let text = r#"{"routes": {"p": {"kind": "webhook", "url": "http://127.0.0.1/h", "secret": "hunter2"}}}"#;
-        let error = serde_json::from_str::<RoutesFile>(text).unwrap_err();
-        let shown = classify(&error);
-        assert!(shown.contains("unknown field `secret`"), "{shown}");
-        assert!(!shown.contains("hunter2"), "{shown}");
-    }
-
-    #[test]
-    fn every_route_kind_parses() {
-        let text = r#"{"routes": {
-            "w": {"kind": "webhook", "url": "http://127.0.0.1/h", "secret_env": "S", "allow_hosts": ["127.0.0.1"]},
-            "t": {"kind": "trigger", "airflow": "http://127.0.0.1:8080", "token_env": "T"},
-            "e": {"kind": "email", "smtp": "smtp://127.0.0.1:25"},
-            "f": {"kind": "sftp", "host": "127.0.0.1", "user": "u", "key": "k", "known_hosts": "kh", "dir": "/in"},
-            "a": {"kind": "alertmanager", "url": "http://127.0.0.1:9093"},
-            "p": {"kind": "pagerduty", "routing_key_env": "R"},
-            "s": {"kind": "slack", "url_env": "U"},
-            "g": {"kind": "pushgateway", "url": "http://127.0.0.1:9091"},
-            "d": {"kind": "statsd", "host": "127.0.0.1", "port": 8125}
-        }}"#;
-        let file: RoutesFile = serde_json::from_str(text).unwrap();
-        assert_eq!(file.routes.len(), 9);
-    }
 }

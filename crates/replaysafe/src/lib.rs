@@ -117,3 +117,8 @@ pub struct ReadmeExample;
 #[cfg(all(doctest, feature = "testing", feature = "webhook", feature = "email"))]
 #[doc = include_str!("../../../docs/guides/authors.md")]
 pub struct AuthorsGuideExamples;
+
+/// The routes file of an outbox worker: route names mapped to client configurations
+/// (feature `routes`).
+#[cfg(feature = "routes")]
+pub mod routes;
