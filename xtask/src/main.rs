@@ -7,8 +7,8 @@
 //!   catch-up), installed from PyPI into `target/airflow`.
 //! - `cargo xtask demo`: the example pipeline, live window then backfill.
 //! - `cargo xtask browser`: the demo's report page in headless Chromium: DOM, counts, no request.
-//! - `cargo xtask dist`: the `replaysafe` command as a Python wheel in `target/dist/`
-//!   (`pip install replaysafe`), built with maturin from PyPI.
+//! - `cargo xtask dist`: the Python wheel in `target/dist/` (`pip install replaysafe`: `import
+//!   replaysafe` and the native `replaysafe` command), built with maturin from PyPI.
 //! - `cargo xtask bench`: benchmarks; writes `target/bench/summary.json`.
 //! - `cargo xtask soak outbox [--kills N] [--backend sqlite|postgres]`: the outbox's crash test with real processes;
 //!   merges its figures into `target/bench/summary.json`.
@@ -76,8 +76,9 @@ commands:
   demo [--real]      the example pipeline: the current window delivered, a backfill suppressed
   browser            the demo's report page in headless Chromium (installed from Debian): DOM and counts
                      against report --format json, no request leaves the page; screenshot target/demo/report.png
-  dist [--profile P] the replaysafe command as a Python wheel (maturin, release profile by default) in target/dist/;
-                     --check builds it with the dev profile, installs it into a fresh virtualenv and runs its replaysafe
+  dist [--profile P] the Python wheel (import replaysafe and the replaysafe command; maturin, release profile by default) in target/dist/;
+                     --check builds it twice with the dev profile, installs it into a fresh virtualenv, runs its
+                     replaysafe, checks the stubs (mypy.stubtest) and runs the Python tests (pytest)
   bench              benchmarks; writes target/bench/summary.json
   soak outbox [--kills N] [--workers W] [--backend sqlite|postgres]
                      the outbox crash test: SIGKILLed workers, 0 lost, 0 duplicates (default 1000 kills)

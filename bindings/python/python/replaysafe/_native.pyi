@@ -1,0 +1,98 @@
+"""Type stubs of replaysafe._native (checked against the module by mypy.stubtest in CI)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from typing import Any, final
+
+__version__: str
+__all__ = [
+    "ConfigError",
+    "Context",
+    "ContextError",
+    "Decision",
+    "DeliveryError",
+    "Error",
+    "Outcome",
+    "WebhookClient",
+    "__version__",
+    "context",
+    "report_json",
+]
+
+class Error(Exception):
+    """Every error replaysafe raises. Messages name the field or variable at fault, never a secret."""
+
+class ContextError(Error):
+    """The run's context cannot be resolved: a malformed REPLAYSAFE_* or AIRFLOW_CTX_* value."""
+
+class ConfigError(Error):
+    """A client's configuration or an effect is invalid; nothing was sent."""
+
+class DeliveryError(Error):
+    """A delivery failed (only with raise_on_failure=True), or its outcome could not be journaled."""
+
+@final
+class Context:
+    @property
+    def pipeline(self) -> str: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def run_kind(self) -> str: ...
+    @property
+    def is_replay(self) -> bool: ...
+    @property
+    def backfill_id(self) -> str | None: ...
+    @property
+    def window(self) -> tuple[datetime.datetime, datetime.datetime] | None: ...
+    def decide(self, kind: str, target: str = "") -> Decision: ...
+
+@final
+class Decision:
+    @property
+    def delivers(self) -> bool: ...
+    @property
+    def reasons(self) -> list[str]: ...
+
+@final
+class Outcome:
+    @property
+    def decision(self) -> str: ...
+    @property
+    def reasons(self) -> list[str]: ...
+    @property
+    def idempotency_key(self) -> str: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def delivered(self) -> bool: ...
+
+@final
+class WebhookClient:
+    def __new__(
+        cls,
+        url: str | None = None,
+        *,
+        journal: str | os.PathLike[str] | None = None,
+        ledger: bool = True,
+        url_env: str | None = None,
+        secret_env: str | None = None,
+        headers: dict[str, str] | None = None,
+        secret_headers_env: dict[str, str] | None = None,
+        allow_hosts: list[str] | None = None,
+    ) -> WebhookClient: ...
+    def send(
+        self,
+        cx: Context,
+        *,
+        event_type: str,
+        data: Any,
+        raise_on_failure: bool = False,
+    ) -> Outcome: ...
+
+def context(env: dict[str, str] | None = None) -> Context: ...
+def report_json(*journals: str | os.PathLike[str], skip_invalid: bool = False) -> str: ...

@@ -1,0 +1,415 @@
+//! `replaysafe._native`: the Python API of replaysafe over the Rust crates, so that a
+//! Python task resolves its context, asks the gate, derives keys and journals exactly as
+//! the Rust library and the `replaysafe` command do. Nothing here decides on its own: every
+//! verdict, key and journal record is the core's.
+//!
+//! The Python package `replaysafe` (bindings/python/python/replaysafe) re-exports these
+//! names; its `.pyi` stubs are the documented signatures.
+
+#![forbid(unsafe_code)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use chrono::{DateTime, Utc};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use replaysafe_core::{
+    EffectKind, Guard, GuardLayer, Journal, JsonlJournal, Outcome as CoreOutcome, ReplayContext,
+    SendError,
+};
+use replaysafe_webhook::{Webhook, WebhookClient, WebhookConfig};
+
+create_exception!(
+    replaysafe,
+    Error,
+    PyException,
+    "Every error replaysafe raises. Messages name the field or variable at fault, never a secret."
+);
+create_exception!(
+    replaysafe,
+    ContextError,
+    Error,
+    "The run's context cannot be resolved: a malformed REPLAYSAFE_* or AIRFLOW_CTX_* value."
+);
+create_exception!(
+    replaysafe,
+    ConfigError,
+    Error,
+    "A client's configuration or an effect is invalid; nothing was sent."
+);
+create_exception!(
+    replaysafe,
+    DeliveryError,
+    Error,
+    "A delivery failed (only with raise_on_failure=True), or its outcome could not be journaled."
+);
+
+/// The one Tokio runtime every client shares.
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("replaysafe")
+            .enable_all()
+            .build()
+            .expect("the replaysafe runtime starts")
+    })
+}
+
+/// An error and every cause, once each: `a: b: c`.
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    replaysafe_core::error_chain(error)
+}
+
+/// A run's context: who is running, for which data window, and whether it is a replay.
+#[pyclass(frozen, module = "replaysafe", name = "Context")]
+struct Context {
+    inner: ReplayContext,
+}
+
+#[pymethods]
+impl Context {
+    /// The pipeline (Airflow's DAG id).
+    #[getter]
+    fn pipeline(&self) -> &str {
+        self.inner.pipeline()
+    }
+
+    /// The run id.
+    #[getter]
+    fn run_id(&self) -> String {
+        self.inner.run_id().to_string()
+    }
+
+    /// The run kind: scheduled, manual, retry, backfill, replay, rebuild or unknown.
+    #[getter]
+    fn run_kind(&self) -> &'static str {
+        self.inner.run_kind().as_str()
+    }
+
+    /// Whether the run is a replay of any kind (what the gate suppresses by default).
+    #[getter]
+    fn is_replay(&self) -> bool {
+        self.inner.is_replay()
+    }
+
+    /// The backfill id, when the run belongs to one.
+    #[getter]
+    fn backfill_id(&self) -> Option<&str> {
+        self.inner.backfill_id()
+    }
+
+    /// The half-open data window as two aware datetimes, or None when no source gave one
+    /// (every effect is then suppressed with `unknown_window`).
+    #[getter]
+    fn window(&self) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        self.inner
+            .has_window()
+            .then(|| (self.inner.window().start(), self.inner.window().end()))
+    }
+
+    /// The gate's verdict for an effect of `kind` (email, webhook, file_drop, metric,
+    /// alert, trigger, or a custom kind) to `target`.
+    #[pyo3(signature = (kind, target = ""))]
+    fn decide(&self, kind: &str, target: &str) -> PyResult<Decision> {
+        let kind: EffectKind = kind
+            .parse()
+            .map_err(|e: replaysafe_core::Error| ConfigError::new_err(format!("kind: {e}")))?;
+        let decision = self.inner.decide(&kind, target);
+        Ok(Decision {
+            delivers: decision.delivers(),
+            reasons: decision
+                .reasons()
+                .iter()
+                .map(|r| r.as_str().to_owned())
+                .collect(),
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        let window = match self.window() {
+            Some((start, end)) => format!(
+                "{} → {}",
+                replaysafe_core::rfc3339(start),
+                replaysafe_core::rfc3339(end)
+            ),
+            None => "unknown".to_owned(),
+        };
+        format!(
+            "Context(pipeline={:?}, run_id={:?}, run_kind={:?}, window={window})",
+            self.inner.pipeline(),
+            self.run_id(),
+            self.run_kind()
+        )
+    }
+}
+
+/// The gate's verdict: whether it delivers, and every reason.
+#[pyclass(frozen, module = "replaysafe", name = "Decision")]
+struct Decision {
+    /// Whether the effect would be delivered.
+    #[pyo3(get)]
+    delivers: bool,
+    /// Every reason, in a stable order (current_window, backfill_run, stale_window, …).
+    #[pyo3(get)]
+    reasons: Vec<String>,
+}
+
+#[pymethods]
+impl Decision {
+    fn __repr__(&self) -> String {
+        format!(
+            "Decision(delivers={}, reasons={:?})",
+            if self.delivers { "True" } else { "False" },
+            self.reasons
+        )
+    }
+}
+
+/// What became of one effect: `delivered`, `suppressed` or `failed`, the reasons, the key.
+#[pyclass(frozen, module = "replaysafe", name = "Outcome")]
+struct Outcome {
+    /// `delivered`, `suppressed` or `failed`.
+    #[pyo3(get)]
+    decision: &'static str,
+    /// The gate's reasons.
+    #[pyo3(get)]
+    reasons: Vec<String>,
+    /// The idempotency key (64 hex digits); the receiver got it when delivered.
+    #[pyo3(get)]
+    idempotency_key: String,
+    /// Attempts made (0 when suppressed).
+    #[pyo3(get)]
+    attempts: u32,
+    /// Why it failed, for a failed delivery; never a secret.
+    #[pyo3(get)]
+    error: Option<String>,
+}
+
+#[pymethods]
+impl Outcome {
+    /// Whether the effect was delivered.
+    #[getter]
+    fn delivered(&self) -> bool {
+        self.decision == "delivered"
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Outcome(decision={:?}, reasons={:?}, idempotency_key={:?})",
+            self.decision, self.reasons, self.idempotency_key
+        )
+    }
+}
+
+fn outcome<R, E: std::error::Error + 'static>(
+    result: Result<CoreOutcome<R>, SendError<E>>,
+    raise_on_failure: bool,
+) -> PyResult<Outcome> {
+    let reasons = |reasons: &[replaysafe_core::Reason]| {
+        reasons.iter().map(|r| r.as_str().to_owned()).collect()
+    };
+    match result {
+        Ok(CoreOutcome::Delivered(delivered)) => Ok(Outcome {
+            decision: "delivered",
+            reasons: reasons(&delivered.reasons),
+            idempotency_key: delivered.key.to_string(),
+            attempts: delivered.attempts,
+            error: None,
+        }),
+        Ok(CoreOutcome::Suppressed(suppressed)) => Ok(Outcome {
+            decision: "suppressed",
+            reasons: reasons(&suppressed.reasons),
+            idempotency_key: suppressed.key.to_string(),
+            attempts: 0,
+            error: None,
+        }),
+        Err(SendError::Invalid(e)) => Err(ConfigError::new_err(format!(
+            "invalid effect: {}",
+            chain(&e)
+        ))),
+        Err(SendError::Failed { attempts, source }) => {
+            let error = chain(&source);
+            if raise_on_failure {
+                return Err(DeliveryError::new_err(format!(
+                    "delivery failed after {attempts} attempt(s): {error}"
+                )));
+            }
+            Ok(Outcome {
+                decision: "failed",
+                reasons: Vec::new(),
+                idempotency_key: String::new(),
+                attempts,
+                error: Some(error),
+            })
+        }
+        Err(other) => Err(DeliveryError::new_err(chain(&other))),
+    }
+}
+
+/// The journal a client writes to: `journal=` or the context's REPLAYSAFE_JOURNAL.
+fn open_journal(journal: Option<PathBuf>) -> PyResult<Arc<dyn Journal>> {
+    let path = match journal {
+        Some(path) => path,
+        None => match std::env::var_os("REPLAYSAFE_JOURNAL") {
+            Some(path) if !path.is_empty() => PathBuf::from(path),
+            _ => {
+                return Err(ConfigError::new_err(
+                    "journal: none given; pass journal=PATH or set REPLAYSAFE_JOURNAL (every decision is journaled)",
+                ));
+            }
+        },
+    };
+    let journal = JsonlJournal::open(&path)
+        .map_err(|e| ConfigError::new_err(format!("journal: {}", chain(&e))))?;
+    Ok(Arc::new(journal))
+}
+
+/// A JSON value from a Python object, through Python's own `json` module.
+fn json_value(py: Python<'_>, what: &str, value: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
+    let text: String = py
+        .import("json")?
+        .call_method1("dumps", (value,))
+        .map_err(|e| ConfigError::new_err(format!("{what}: not JSON-serializable: {e}")))?
+        .extract()?;
+    serde_json::from_str(&text).map_err(|e| ConfigError::new_err(format!("{what}: {e}")))
+}
+
+/// A client configuration from keyword arguments, read as the Rust type reads a routes
+/// file: an unknown argument is an error naming it.
+fn config_from<T: serde::de::DeserializeOwned>(
+    py: Python<'_>,
+    client: &str,
+    fields: &Bound<'_, PyDict>,
+) -> PyResult<T> {
+    let value = json_value(py, client, fields.as_any())?;
+    serde_json::from_value(value).map_err(|e| {
+        let text = e.to_string();
+        let shown = if text.starts_with(replaysafe_core::EnvVarName::NOT_A_NAME) {
+            replaysafe_core::EnvVarName::NOT_A_NAME.to_owned()
+        } else {
+            text.replace("unknown field", "unknown keyword argument")
+        };
+        ConfigError::new_err(format!("{client}: {shown}"))
+    })
+}
+
+/// Webhooks through the gate: Standard Webhooks signing (`secret_env`), an idempotency
+/// key per effect, the SSRF guard (`allow_hosts`), the journal's memory of keys.
+#[pyclass(frozen, module = "replaysafe", name = "WebhookClient")]
+struct PyWebhookClient {
+    guard: Guard<WebhookClient>,
+}
+
+#[pymethods]
+impl PyWebhookClient {
+    #[new]
+    #[pyo3(signature = (url = None, *, journal = None, ledger = true, **fields))]
+    fn new(
+        py: Python<'_>,
+        url: Option<String>,
+        journal: Option<PathBuf>,
+        ledger: bool,
+        fields: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        // A keyword given as None is as if not given.
+        let given = PyDict::new(py);
+        if let Some(fields) = fields {
+            for (name, value) in fields.iter() {
+                if !value.is_none() {
+                    given.set_item(name, value)?;
+                }
+            }
+        }
+        let fields = given;
+        if let Some(url) = url {
+            fields.set_item("url", url)?;
+        }
+        let config: WebhookConfig = config_from(py, "WebhookClient", &fields)?;
+        let journal = open_journal(journal)?;
+        let guard = config
+            .build(GuardLayer::new(journal).with_ledger(ledger))
+            .map_err(|e| {
+                let field = e.field().map(|f| format!("{f}: ")).unwrap_or_default();
+                ConfigError::new_err(format!("WebhookClient: {field}{}", chain(&e)))
+            })?;
+        Ok(PyWebhookClient { guard })
+    }
+
+    /// Sends one JSON webhook through the gate; returns its Outcome.
+    #[pyo3(signature = (cx, *, event_type, data, raise_on_failure = false))]
+    fn send(
+        &self,
+        py: Python<'_>,
+        cx: &Context,
+        event_type: String,
+        data: &Bound<'_, PyAny>,
+        raise_on_failure: bool,
+    ) -> PyResult<Outcome> {
+        let data = json_value(py, "data", data)?;
+        let webhook = Webhook::json(&event_type, data);
+        let result = py.detach(|| runtime().block_on(self.guard.send(&cx.inner, &webhook)));
+        outcome(result, raise_on_failure)
+    }
+
+    fn __repr__(&self) -> String {
+        "WebhookClient(..)".to_owned()
+    }
+}
+
+/// The run's context from the environment (REPLAYSAFE_*, AIRFLOW_CTX_*,
+/// REPLAYSAFE_UPSTREAM), the same resolver as the command; or from `env` alone.
+#[pyfunction]
+#[pyo3(signature = (env = None))]
+fn context(env: Option<HashMap<String, String>>) -> PyResult<Context> {
+    let resolved = match env {
+        Some(env) => ReplayContext::from_vars(env),
+        None => ReplayContext::from_env(),
+    };
+    resolved
+        .map(|inner| Context { inner })
+        .map_err(|e| ContextError::new_err(chain(&e)))
+}
+
+/// The report of journals as `replaysafe report --format json` prints it, as a JSON string.
+#[pyfunction]
+#[pyo3(signature = (*journals, skip_invalid = false))]
+fn report_json(py: Python<'_>, journals: Vec<PathBuf>, skip_invalid: bool) -> PyResult<String> {
+    if journals.is_empty() {
+        return Err(ConfigError::new_err("report: no journal given"));
+    }
+    py.detach(|| {
+        use replaysafe_review::report::Breakdown;
+        let report = replaysafe_review::Reader::default()
+            .with_skip_invalid(skip_invalid)
+            .report(&journals, &[Breakdown::Kind, Breakdown::Reason])
+            .map_err(|e| Error::new_err(format!("report: {}", chain(&e))))?;
+        let mut out = Vec::new();
+        report
+            .write(replaysafe_review::Format::Json, &mut out)
+            .map_err(|e| Error::new_err(format!("report: {e}")))?;
+        String::from_utf8(out).map_err(|e| Error::new_err(format!("report: {e}")))
+    })
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("Error", py.get_type::<Error>())?;
+    m.add("ContextError", py.get_type::<ContextError>())?;
+    m.add("ConfigError", py.get_type::<ConfigError>())?;
+    m.add("DeliveryError", py.get_type::<DeliveryError>())?;
+    m.add_class::<Context>()?;
+    m.add_class::<Decision>()?;
+    m.add_class::<Outcome>()?;
+    m.add_class::<PyWebhookClient>()?;
+    m.add_function(wrap_pyfunction!(context, m)?)?;
+    m.add_function(wrap_pyfunction!(report_json, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
