@@ -21,6 +21,7 @@ use replaysafe_core::{
     EffectKind, Guard, GuardLayer, Journal, JsonlJournal, Outcome as CoreOutcome, ReplayContext,
     SendError,
 };
+use replaysafe_outbox::{Route, StageParam};
 use replaysafe_webhook::{Webhook, WebhookClient, WebhookConfig};
 
 create_exception!(
@@ -304,6 +305,11 @@ fn config_from<T: serde::de::DeserializeOwned>(
 #[pyclass(frozen, module = "replaysafe", name = "WebhookClient")]
 struct PyWebhookClient {
     guard: Guard<WebhookClient>,
+    /// What built `guard`, to build the outbox routes of the same client.
+    config: WebhookConfig,
+    layer: GuardLayer,
+    /// Outbox routes of this client, by name, built once each.
+    routes: std::sync::Mutex<HashMap<String, Arc<Route<WebhookClient>>>>,
 }
 
 #[pymethods]
@@ -332,13 +338,14 @@ impl PyWebhookClient {
         }
         let config: WebhookConfig = config_from(py, "WebhookClient", &fields)?;
         let journal = open_journal(journal)?;
-        let guard = config
-            .build(GuardLayer::new(journal).with_ledger(ledger))
-            .map_err(|e| {
-                let field = e.field().map(|f| format!("{f}: ")).unwrap_or_default();
-                ConfigError::new_err(format!("WebhookClient: {field}{}", chain(&e)))
-            })?;
-        Ok(PyWebhookClient { guard })
+        let layer = GuardLayer::new(journal).with_ledger(ledger);
+        let guard = build_webhook(&config, &layer)?;
+        Ok(PyWebhookClient {
+            guard,
+            config,
+            layer,
+            routes: std::sync::Mutex::default(),
+        })
     }
 
     /// Sends one JSON webhook through the gate; returns its Outcome.
@@ -360,6 +367,96 @@ impl PyWebhookClient {
     fn __repr__(&self) -> String {
         "WebhookClient(..)".to_owned()
     }
+}
+
+fn build_webhook(config: &WebhookConfig, layer: &GuardLayer) -> PyResult<Guard<WebhookClient>> {
+    config.build(layer.clone()).map_err(|e| {
+        let field = e.field().map(|f| format!("{f}: ")).unwrap_or_default();
+        ConfigError::new_err(format!("WebhookClient: {field}{}", chain(&e)))
+    })
+}
+
+impl PyWebhookClient {
+    /// This client as the outbox route `name`.
+    fn route(&self, name: &str) -> PyResult<Arc<Route<WebhookClient>>> {
+        let mut routes = self
+            .routes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(route) = routes.get(name) {
+            return Ok(route.clone());
+        }
+        let route = Route::new(name, build_webhook(&self.config, &self.layer)?)
+            .map_err(|e| ConfigError::new_err(format!("route: {}", chain(&e))))?;
+        let route = Arc::new(route);
+        routes.insert(name.to_owned(), route.clone());
+        Ok(route)
+    }
+}
+
+/// A webhook to stage in the outbox: its event type and JSON body.
+#[pyclass(frozen, module = "replaysafe", name = "Webhook")]
+struct PyWebhook {
+    #[pyo3(get)]
+    event_type: String,
+    body: serde_json::Value,
+}
+
+#[pymethods]
+impl PyWebhook {
+    #[new]
+    #[pyo3(signature = (*, event_type, data))]
+    fn new(py: Python<'_>, event_type: String, data: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Ok(PyWebhook {
+            event_type,
+            body: json_value(py, "data", data)?,
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Webhook(event_type={:?}, ..)", self.event_type)
+    }
+}
+
+/// The staging statement's parameters, the row's key, its status and reasons.
+type StagedParams<'py> = (Vec<Bound<'py, PyAny>>, String, &'static str, Vec<String>);
+
+/// The gate at staging, for `outbox.stage`: the staging statement's 30 parameters (None,
+/// bool, int or str, in order) and what staging decided (key, status, reasons).
+#[pyfunction]
+#[pyo3(signature = (cx, route, client, effect, source_version = 0))]
+fn outbox_stage_params<'py>(
+    py: Python<'py>,
+    cx: &Context,
+    route: &str,
+    client: &PyWebhookClient,
+    effect: &PyWebhook,
+    source_version: i64,
+) -> PyResult<StagedParams<'py>> {
+    let route = client.route(route)?;
+    let webhook = Webhook::json(&effect.event_type, effect.body.clone());
+    let (params, staged) = replaysafe_outbox::stage_params(
+        &cx.inner,
+        &route,
+        &webhook,
+        replaysafe_outbox::SourceVersion(source_version),
+    )
+    .map_err(|e| match e {
+        replaysafe_outbox::OutboxError::InvalidEffect { .. } => {
+            ConfigError::new_err(format!("effect: {}", chain(&e)))
+        }
+        other => Error::new_err(chain(&other)),
+    })?;
+    let values = params
+        .into_iter()
+        .map(|param| match param {
+            StageParam::Bool(b) => pyo3::types::PyBool::new(py, b).to_owned().into_any(),
+            StageParam::Integer(i) => pyo3::types::PyInt::new(py, i).into_any(),
+            StageParam::Text(t) => pyo3::types::PyString::new(py, &t).into_any(),
+            _ => py.None().into_bound(py),
+        })
+        .collect();
+    Ok((values, staged.key, staged.status.as_str(), staged.reasons))
 }
 
 /// The run's context from the environment (REPLAYSAFE_*, AIRFLOW_CTX_*,
@@ -408,6 +505,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Decision>()?;
     m.add_class::<Outcome>()?;
     m.add_class::<PyWebhookClient>()?;
+    m.add_class::<PyWebhook>()?;
+    m.add_function(wrap_pyfunction!(outbox_stage_params, m)?)?;
+    m.add("SQLITE_STAGE_SQL", replaysafe_outbox::sqlite::STAGE_SQL)?;
+    m.add("POSTGRES_STAGE_SQL", replaysafe_outbox::postgres::STAGE_SQL)?;
     m.add_function(wrap_pyfunction!(context, m)?)?;
     m.add_function(wrap_pyfunction!(report_json, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

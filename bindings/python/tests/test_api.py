@@ -34,7 +34,9 @@ class Receiver:
             def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
                 length = int(self.headers.get("Content-Length", "0"))
                 body = self.rfile.read(length)
-                receiver.requests.append((self.path, dict(self.headers.items()), body))
+                receiver.requests.append(
+                    (self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                )
                 self.send_response(receiver.status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()

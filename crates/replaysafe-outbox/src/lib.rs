@@ -91,7 +91,7 @@ mod worker;
 pub use error::OutboxError;
 pub use journal::JournalQuery;
 pub use route::{MAX_ROUTE_NAME, Route};
-pub use row::{SourceVersion, Staged, Status};
+pub use row::{SourceVersion, StageParam, Staged, Status, stage_params};
 pub use rusqlite;
 pub use store::{
     ClaimRequest, ClaimedRow, Completion, CompletionResult, OperatorAction, OperatorCommand,

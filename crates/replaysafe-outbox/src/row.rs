@@ -252,3 +252,103 @@ where
      (an opt-in scoped to a pipeline and a backfill or run-id pattern, as `replaysafe approve` writes it)"
 )]
 struct UnstorableOptIn(#[source] replaysafe_core::Error);
+
+/// One parameter of the staging statement, for a driver this crate does not hold: the
+/// Python binding runs [`crate::sqlite::STAGE_SQL`] or [`crate::postgres::STAGE_SQL`] on
+/// the caller's own connection with these values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StageParam {
+    /// SQL `NULL`.
+    Null,
+    /// A boolean (`BOOLEAN` on PostgreSQL; 0 or 1 on SQLite).
+    Bool(bool),
+    /// A 64-bit integer.
+    Integer(i64),
+    /// Text.
+    Text(String),
+}
+
+impl From<String> for StageParam {
+    fn from(text: String) -> Self {
+        StageParam::Text(text)
+    }
+}
+
+impl From<Option<String>> for StageParam {
+    fn from(text: Option<String>) -> Self {
+        text.map_or(StageParam::Null, StageParam::Text)
+    }
+}
+
+/// Runs the gate at staging on `cx` (journaling a suppressed effect, as every staging
+/// does) and returns the 30 parameters of the staging statement, in the order of its
+/// `?1`…`?30` (SQLite) and `$1`…`$30` (PostgreSQL), with what staging decides. For a
+/// driver in another language: the row's status, context, key and opt-in document all
+/// come from here, never from the caller. `Staged::changed` is `true`: only the
+/// statement's own row count says whether the row changed.
+///
+/// # Errors
+/// [`OutboxError::InvalidEffect`] when the route refuses the effect, and a journal error
+/// when a suppression cannot be journaled.
+pub fn stage_params<C>(
+    cx: &ReplayContext,
+    route: &Route<C>,
+    effect: &C::Effect,
+    version: SourceVersion,
+) -> Result<(Vec<StageParam>, Staged), OutboxError>
+where
+    C: EffectClient + 'static,
+    C::Effect: Serialize + DeserializeOwned,
+{
+    let (row, staged) = prepare(cx, route, effect, version)?;
+    let StagedRow {
+        key,
+        route,
+        effect_kind,
+        message_type,
+        target,
+        context: cx,
+        effect,
+        payload_sha256,
+        payload_bytes,
+        summary,
+        source_version,
+        status,
+        reasons,
+        staged_at_ms,
+    } = row;
+    let params = vec![
+        key.into(),
+        route.into(),
+        cx.pipeline.into(),
+        effect_kind.into(),
+        message_type.into(),
+        target.into(),
+        cx.window_start.into(),
+        cx.window_end.into(),
+        cx.run_id.into(),
+        cx.run_kind.into(),
+        cx.replay_flag.map_or(StageParam::Null, StageParam::Bool),
+        cx.backfill_id.into(),
+        cx.logical_date.into(),
+        cx.run_interval_start.into(),
+        cx.run_interval_end.into(),
+        cx.mode.into(),
+        cx.conflict.into(),
+        StageParam::Integer(cx.max_age_ms),
+        StageParam::Integer(cx.clock_skew_ms),
+        cx.opt_in.into(),
+        StageParam::Bool(cx.window_known),
+        cx.upstream.into(),
+        effect.into(),
+        payload_sha256.into(),
+        StageParam::Integer(payload_bytes),
+        summary.into(),
+        StageParam::Integer(source_version),
+        StageParam::Text(status.as_str().to_owned()),
+        reasons.into(),
+        StageParam::Integer(staged_at_ms),
+    ];
+    Ok((params, staged))
+}

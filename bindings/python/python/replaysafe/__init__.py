@@ -18,6 +18,7 @@ from replaysafe._native import (
     DeliveryError,
     Error,
     Outcome,
+    Webhook,
     WebhookClient,
     __version__,
     context,
@@ -32,11 +33,15 @@ __all__ = [
     "DeliveryError",
     "Error",
     "Outcome",
+    "Webhook",
     "WebhookClient",
     "__version__",
     "context",
+    "outbox",
     "report",
 ]
+
+from replaysafe import outbox  # noqa: E402  (after the names it uses)
 
 
 def report(*journals: str | _os.PathLike[str], skip_invalid: bool = False) -> dict[str, Any]:

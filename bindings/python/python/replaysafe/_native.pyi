@@ -15,11 +15,18 @@ __all__ = [
     "DeliveryError",
     "Error",
     "Outcome",
+    "POSTGRES_STAGE_SQL",
+    "SQLITE_STAGE_SQL",
+    "Webhook",
     "WebhookClient",
     "__version__",
     "context",
+    "outbox_stage_params",
     "report_json",
 ]
+
+SQLITE_STAGE_SQL: str
+POSTGRES_STAGE_SQL: str
 
 class Error(Exception):
     """Every error replaysafe raises. Messages name the field or variable at fault, never a secret."""
@@ -94,5 +101,18 @@ class WebhookClient:
         raise_on_failure: bool = False,
     ) -> Outcome: ...
 
+@final
+class Webhook:
+    def __new__(cls, *, event_type: str, data: Any) -> Webhook: ...
+    @property
+    def event_type(self) -> str: ...
+
+def outbox_stage_params(
+    cx: Context,
+    route: str,
+    client: WebhookClient,
+    effect: Webhook,
+    source_version: int = 0,
+) -> tuple[list[None | bool | int | str], str, str, list[str]]: ...
 def context(env: dict[str, str] | None = None) -> Context: ...
 def report_json(*journals: str | os.PathLike[str], skip_invalid: bool = False) -> str: ...

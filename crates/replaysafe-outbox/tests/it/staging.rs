@@ -300,3 +300,71 @@ fn staging_without_the_tables_is_a_store_error() {
     let error = sqlite::stage(&tx, &fx.live(), &fx.route, &Note::new("t", "1")).unwrap_err();
     assert!(matches!(error, OutboxError::Store { .. }), "{error:?}");
 }
+
+/// The parameters another language's driver binds to STAGE_SQL make the row `stage` makes.
+#[test]
+fn stage_params_bound_to_the_statement_make_the_row_stage_makes() {
+    use replaysafe_outbox::StageParam;
+    use replaysafe_outbox::rusqlite::types::Value;
+
+    let bound = |params: &[StageParam]| -> Vec<Value> {
+        params
+            .iter()
+            .map(|param| match param {
+                StageParam::Null => Value::Null,
+                StageParam::Bool(b) => Value::Integer(i64::from(*b)),
+                StageParam::Integer(i) => Value::Integer(*i),
+                StageParam::Text(t) => Value::Text(t.clone()),
+                other => panic!("a parameter this test does not know: {other:?}"),
+            })
+            .collect()
+    };
+    let columns = "route, pipeline, effect_kind, message_type, target, window_start, window_end, \
+                   run_id, run_kind, replay_flag, backfill_id, mode, max_age_ms, opt_in, \
+                   window_known, upstream, effect, payload_sha256, payload_bytes, status, reasons";
+    let row_of = |fx: &Fixture, key: &str| -> Vec<Value> {
+        fx.connection()
+            .query_row(
+                &format!("SELECT {columns} FROM replaysafe_outbox WHERE idempotency_key = ?1"),
+                [key],
+                |row| (0..21).map(|i| row.get::<_, Value>(i)).collect(),
+            )
+            .unwrap()
+    };
+    for (name, current) in [("live", true), ("backfill", false)] {
+        let (by_stage, by_params) = (Fixture::new(), Fixture::new());
+        let note = Note::new("daily_total", "42");
+        let cx = |fx: &Fixture| if current { fx.live() } else { fx.backfill() };
+        let staged = by_stage.stage(&cx(&by_stage), &note);
+
+        let (params, prepared) = replaysafe_outbox::stage_params(
+            &cx(&by_params),
+            &by_params.route,
+            &note,
+            SourceVersion::default(),
+        )
+        .unwrap();
+        assert_eq!(params.len(), 30, "{name}");
+        assert_eq!(prepared.key, staged.key, "{name}");
+        assert_eq!(prepared.status, staged.status, "{name}");
+        let conn = by_params.connection();
+        let changed = conn
+            .execute(
+                sqlite::STAGE_SQL,
+                replaysafe_outbox::rusqlite::params_from_iter(bound(&params)),
+            )
+            .unwrap();
+        assert_eq!(changed, 1, "{name}");
+        assert_eq!(
+            row_of(&by_params, &staged.key),
+            row_of(&by_stage, &staged.key),
+            "{name}"
+        );
+        // A suppressed staging is journaled through the route's journal either way.
+        assert_eq!(
+            by_params.journal.is_empty(),
+            by_stage.journal.is_empty(),
+            "{name}"
+        );
+    }
+}

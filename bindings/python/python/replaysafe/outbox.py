@@ -1,0 +1,66 @@
+"""Staging effects in the transactional outbox from Python, inside the caller's own
+transaction (``sqlite3`` or ``psycopg``).
+
+The row (its key, status, context, reasons and opt-in document) is computed by the same
+Rust code that ``replaysafe_outbox::sqlite::stage`` runs: the gate decides on the real
+context, never the caller. Only the statement is executed here, on the caller's
+connection, so the row commits or rolls back with the caller's data.
+"""
+
+from __future__ import annotations
+
+import re as _re
+import sqlite3 as _sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from replaysafe._native import (
+    POSTGRES_STAGE_SQL as _POSTGRES_STAGE_SQL,
+    SQLITE_STAGE_SQL as _SQLITE_STAGE_SQL,
+    Context,
+    WebhookClient,
+    Webhook,
+    outbox_stage_params as _stage_params,
+)
+
+__all__ = ["Staged", "Webhook", "stage"]
+
+# psycopg's placeholders: $N becomes %(pN)s (a parameter may appear more than once).
+_PSYCOPG_STAGE_SQL = _re.sub(r"\$(\d+)", r"%(p\1)s", _POSTGRES_STAGE_SQL.replace("%", "%%"))
+
+
+@dataclass(frozen=True)
+class Staged:
+    """What staging did: the row's key, the gate's status (``pending`` or ``suppressed``)
+    and reasons at staging, and whether the statement inserted or changed the row."""
+
+    key: str
+    status: str
+    reasons: list[str]
+    changed: bool
+
+
+def stage(
+    conn: Any,
+    cx: Context,
+    *,
+    route: str,
+    effect: Webhook,
+    client: WebhookClient,
+    source_version: int = 0,
+) -> Staged:
+    """Stages ``effect`` for ``route`` (delivered by ``client``'s configuration, which the
+    worker's routes file must hold under the same name) on ``conn``, in the caller's
+    transaction. A replay's effect becomes a ``suppressed`` row and is journaled "would
+    have sent" now; a current run's a ``pending`` row a worker delivers."""
+    params, key, status, reasons = _stage_params(cx, route, client, effect, source_version)
+    if isinstance(conn, _sqlite3.Connection):
+        changed = conn.execute(_SQLITE_STAGE_SQL, params).rowcount
+    elif type(conn).__module__.startswith("psycopg"):
+        named = {f"p{index}": value for index, value in enumerate(params, start=1)}
+        changed = conn.execute(_PSYCOPG_STAGE_SQL, named).rowcount
+    else:
+        raise TypeError(
+            f"conn: a sqlite3.Connection or a psycopg.Connection, not {type(conn).__name__}"
+        )
+    return Staged(key=key, status=status, reasons=list(reasons), changed=changed > 0)

@@ -1,0 +1,159 @@
+"""`replaysafe.outbox.stage` on the caller's own sqlite3 and psycopg connections, delivered
+by the installed `replaysafe outbox work`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import replaysafe
+from test_api import Receiver, env_of, records
+
+
+@pytest.fixture()
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def command(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("replaysafe")
+    assert binary, "the wheel puts replaysafe on PATH"
+    full = {k: v for k, v in os.environ.items() if not k.startswith("REPLAYSAFE_")}
+    full.update(env or {})
+    done = subprocess.run([binary, *args], env=full, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def routes_file(tmp_path: Path, receiver: Receiver) -> Path:
+    routes = tmp_path / "routes.json"
+    partner = {"kind": "webhook", "url": receiver.url, "allow_hosts": ["127.0.0.1"]}
+    routes.write_text(json.dumps({"routes": {"partner": partner}}))
+    return routes
+
+
+def client(receiver: Receiver, journal: Path) -> replaysafe.WebhookClient:
+    return replaysafe.WebhookClient(receiver.url, allow_hosts=["127.0.0.1"], journal=journal)
+
+
+def test_sqlite_rolled_back_leaves_no_row_committed_is_delivered_once(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    db, journal = tmp_path / "outbox.db", tmp_path / "journal.jsonl"
+    command("outbox", "init", "--database", f"sqlite:{db}")
+    hook = client(receiver, journal)
+    cx = replaysafe.context(env=env_of("scheduled", "scheduled__2026-12-01T00:00:00+00:00"))
+    effect = replaysafe.Webhook(event_type="orders.published", data={"orders": 1204})
+    conn = sqlite3.connect(db)
+
+    with pytest.raises(RuntimeError):
+        with conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS totals (day TEXT, orders INTEGER)")
+            replaysafe.outbox.stage(conn, cx, route="partner", effect=effect, client=hook)
+            raise RuntimeError("the task failed after staging")
+    assert conn.execute("SELECT COUNT(*) FROM replaysafe_outbox").fetchone() == (0,)
+
+    with conn:
+        staged = replaysafe.outbox.stage(conn, cx, route="partner", effect=effect, client=hook)
+    assert (staged.status, staged.reasons, staged.changed) == ("pending", ["current_window"], True)
+    row = conn.execute(
+        "SELECT run_kind, status FROM replaysafe_outbox WHERE idempotency_key = ?", (staged.key,)
+    ).fetchone()
+    assert row == ("scheduled", "pending")
+    conn.close()
+
+    routes = routes_file(tmp_path, receiver)
+    for _ in range(2):  # a second worker run finds nothing due
+        command("outbox", "work", "--database", f"sqlite:{db}", "--routes", str(routes),
+                "--journal", str(journal), "--drain")
+    assert len(receiver.requests) == 1
+    assert receiver.requests[0][1]["idempotency-key"].strip('"') == staged.key
+    assert [r["decision"] for r in records(journal)] == ["attempting", "delivered"]
+
+
+def test_a_backfill_stages_a_suppressed_row_that_no_worker_delivers(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    db, journal = tmp_path / "outbox.db", tmp_path / "journal.jsonl"
+    command("outbox", "init", "--database", f"sqlite:{db}")
+    hook = client(receiver, journal)
+    cx = replaysafe.context(env=env_of("backfill", "backfill__2026-11-01T00:00:00+00:00", 30))
+    conn = sqlite3.connect(db)
+    with conn:
+        staged = replaysafe.outbox.stage(
+            conn, cx, route="partner",
+            effect=replaysafe.Webhook(event_type="orders.published", data={"orders": 3}),
+            client=hook,
+        )
+    assert staged.status == "suppressed"
+    assert "replay_run" in staged.reasons
+    assert [r["decision"] for r in records(journal)] == ["suppressed"]
+    conn.close()
+    command("outbox", "work", "--database", f"sqlite:{db}", "--routes",
+            str(routes_file(tmp_path, receiver)), "--journal", str(journal), "--drain")
+    assert receiver.requests == []
+
+
+def test_a_connection_of_another_kind_is_refused(receiver: Receiver, tmp_path: Path) -> None:
+    hook = client(receiver, tmp_path / "journal.jsonl")
+    cx = replaysafe.context(env=env_of("scheduled", "scheduled__x"))
+    with pytest.raises(TypeError, match="conn"):
+        replaysafe.outbox.stage(
+            object(), cx, route="partner",
+            effect=replaysafe.Webhook(event_type="orders.published", data={}), client=hook,
+        )
+
+
+def postgres() -> tuple[Any, str]:
+    """psycopg (from the path the test servers give) and a fresh database's URL."""
+    url = os.environ.get("REPLAYSAFE_TEST_POSTGRES_URL")
+    path = os.environ.get("REPLAYSAFE_TEST_PSYCOPG_PYTHONPATH")
+    if not url or not path:
+        if os.environ.get("CI") == "true":
+            pytest.fail("REPLAYSAFE_TEST_POSTGRES_URL and REPLAYSAFE_TEST_PSYCOPG_PYTHONPATH are required under CI")
+        pytest.skip("no PostgreSQL test server: run under cargo xtask ci")
+    sys.path.insert(0, path)
+    import psycopg  # type: ignore[import-not-found, unused-ignore]
+
+    name = f"py_outbox_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    return psycopg, f"{url.rsplit('/', 1)[0]}/{name}"
+
+
+def test_psycopg_rolled_back_leaves_no_row_committed_is_delivered(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    psycopg, url = postgres()
+    journal = tmp_path / "journal.jsonl"
+    command("outbox", "init", "--database", url)
+    hook = client(receiver, journal)
+    cx = replaysafe.context(env=env_of("scheduled", "scheduled__2026-12-01T00:00:00+00:00"))
+    effect = replaysafe.Webhook(event_type="orders.published", data={"orders": 7})
+
+    with psycopg.connect(url) as conn:
+        with pytest.raises(RuntimeError):
+            with conn.transaction():
+                replaysafe.outbox.stage(conn, cx, route="partner", effect=effect, client=hook)
+                raise RuntimeError("the task failed after staging")
+        assert conn.execute("SELECT COUNT(*) FROM replaysafe_outbox").fetchone() == (0,)
+        with conn.transaction():
+            staged = replaysafe.outbox.stage(conn, cx, route="partner", effect=effect, client=hook)
+        assert staged.status == "pending" and staged.changed
+
+    command("outbox", "work", "--database", url, "--routes", str(routes_file(tmp_path, receiver)),
+            "--journal", str(journal), "--drain")
+    assert len(receiver.requests) == 1
+    assert receiver.requests[0][1]["idempotency-key"].strip('"') == staged.key
