@@ -190,6 +190,10 @@ struct Outcome {
     /// Why it failed, for a failed delivery; never a secret.
     #[pyo3(get)]
     error: Option<String>,
+    /// The effect's target, for a client that makes several effects of one call (an
+    /// email's recipient); None otherwise.
+    #[pyo3(get)]
+    target: Option<String>,
 }
 
 #[pymethods]
@@ -209,12 +213,14 @@ impl Outcome {
 }
 
 fn outcome<R, E: std::error::Error + 'static>(
-    result: Result<CoreOutcome<R>, SendError<E>>,
+    result: &Result<CoreOutcome<R>, SendError<E>>,
+    target: Option<&str>,
     raise_on_failure: bool,
 ) -> PyResult<Outcome> {
     let reasons = |reasons: &[replaysafe_core::Reason]| {
         reasons.iter().map(|r| r.as_str().to_owned()).collect()
     };
+    let target = target.map(str::to_owned);
     match result {
         Ok(CoreOutcome::Delivered(delivered)) => Ok(Outcome {
             decision: "delivered",
@@ -222,6 +228,7 @@ fn outcome<R, E: std::error::Error + 'static>(
             idempotency_key: delivered.key.to_string(),
             attempts: delivered.attempts,
             error: None,
+            target,
         }),
         Ok(CoreOutcome::Suppressed(suppressed)) => Ok(Outcome {
             decision: "suppressed",
@@ -229,13 +236,14 @@ fn outcome<R, E: std::error::Error + 'static>(
             idempotency_key: suppressed.key.to_string(),
             attempts: 0,
             error: None,
+            target,
         }),
         Err(SendError::Invalid(e)) => Err(ConfigError::new_err(format!(
             "invalid effect: {}",
-            chain(&e)
+            chain(e)
         ))),
         Err(SendError::Failed { attempts, source }) => {
-            let error = chain(&source);
+            let error = chain(source);
             if raise_on_failure {
                 return Err(DeliveryError::new_err(format!(
                     "delivery failed after {attempts} attempt(s): {error}"
@@ -245,12 +253,51 @@ fn outcome<R, E: std::error::Error + 'static>(
                 decision: "failed",
                 reasons: Vec::new(),
                 idempotency_key: String::new(),
-                attempts,
+                attempts: *attempts,
                 error: Some(error),
+                target,
             })
         }
-        Err(other) => Err(DeliveryError::new_err(chain(&other))),
+        Err(other) => Err(DeliveryError::new_err(chain(other))),
     }
+}
+
+/// A client's configuration from its keyword arguments (None meaning not given) and the
+/// guard layer its journal and ledger make.
+fn client_parts<T: serde::de::DeserializeOwned>(
+    py: Python<'_>,
+    client: &str,
+    given: &[(&str, Option<Bound<'_, PyAny>>)],
+    fields: Option<&Bound<'_, PyDict>>,
+    journal: Option<PathBuf>,
+    ledger: bool,
+) -> PyResult<(T, GuardLayer)> {
+    let all = PyDict::new(py);
+    for (name, value) in given {
+        if let Some(value) = value {
+            all.set_item(name, value)?;
+        }
+    }
+    if let Some(fields) = fields {
+        for (name, value) in fields.iter() {
+            if !value.is_none() {
+                all.set_item(name, value)?;
+            }
+        }
+    }
+    let config: T = config_from(py, client, &all)?;
+    let layer = GuardLayer::new(open_journal(journal)?).with_ledger(ledger);
+    Ok((config, layer))
+}
+
+/// A configuration error as Python sees it: the client and the field at fault.
+fn config_error(
+    client: &str,
+    field: Option<&str>,
+    error: &(dyn std::error::Error + 'static),
+) -> PyErr {
+    let field = field.map(|f| format!("{f}: ")).unwrap_or_default();
+    ConfigError::new_err(format!("{client}: {field}{}", chain(error)))
 }
 
 /// The journal a client writes to: `journal=` or the context's REPLAYSAFE_JOURNAL.
@@ -318,27 +365,19 @@ impl PyWebhookClient {
     #[pyo3(signature = (url = None, *, journal = None, ledger = true, **fields))]
     fn new(
         py: Python<'_>,
-        url: Option<String>,
+        url: Option<Bound<'_, PyAny>>,
         journal: Option<PathBuf>,
         ledger: bool,
         fields: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        // A keyword given as None is as if not given.
-        let given = PyDict::new(py);
-        if let Some(fields) = fields {
-            for (name, value) in fields.iter() {
-                if !value.is_none() {
-                    given.set_item(name, value)?;
-                }
-            }
-        }
-        let fields = given;
-        if let Some(url) = url {
-            fields.set_item("url", url)?;
-        }
-        let config: WebhookConfig = config_from(py, "WebhookClient", &fields)?;
-        let journal = open_journal(journal)?;
-        let layer = GuardLayer::new(journal).with_ledger(ledger);
+        let (config, layer): (WebhookConfig, _) = client_parts(
+            py,
+            "WebhookClient",
+            &[("url", url)],
+            fields,
+            journal,
+            ledger,
+        )?;
         let guard = build_webhook(&config, &layer)?;
         Ok(PyWebhookClient {
             guard,
@@ -361,7 +400,7 @@ impl PyWebhookClient {
         let data = json_value(py, "data", data)?;
         let webhook = Webhook::json(&event_type, data);
         let result = py.detach(|| runtime().block_on(self.guard.send(&cx.inner, &webhook)));
-        outcome(result, raise_on_failure)
+        outcome(&result, None, raise_on_failure)
     }
 
     fn __repr__(&self) -> String {
@@ -370,10 +409,96 @@ impl PyWebhookClient {
 }
 
 fn build_webhook(config: &WebhookConfig, layer: &GuardLayer) -> PyResult<Guard<WebhookClient>> {
-    config.build(layer.clone()).map_err(|e| {
-        let field = e.field().map(|f| format!("{f}: ")).unwrap_or_default();
-        ConfigError::new_err(format!("WebhookClient: {field}{}", chain(&e)))
-    })
+    config
+        .build(layer.clone())
+        .map_err(|e| config_error("WebhookClient", e.field(), &e))
+}
+
+/// Email over SMTP through the gate: one effect (and one Outcome) per recipient, a
+/// deterministic Message-ID, the journal's memory of keys (an email cannot be recalled).
+#[pyclass(frozen, module = "replaysafe", name = "EmailClient")]
+struct PyEmailClient {
+    guard: Guard<replaysafe_email::EmailClient>,
+}
+
+#[pymethods]
+impl PyEmailClient {
+    #[new]
+    #[pyo3(signature = (smtp = None, *, journal = None, ledger = true, **fields))]
+    fn new(
+        py: Python<'_>,
+        smtp: Option<Bound<'_, PyAny>>,
+        journal: Option<PathBuf>,
+        ledger: bool,
+        fields: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let (config, layer): (replaysafe_email::EmailConfig, _) = client_parts(
+            py,
+            "EmailClient",
+            &[("smtp", smtp)],
+            fields,
+            journal,
+            ledger,
+        )?;
+        let guard = config
+            .build(layer)
+            .map_err(|e| config_error("EmailClient", e.field(), &e))?;
+        Ok(PyEmailClient { guard })
+    }
+
+    /// Sends an email through the gate, one effect per recipient; returns one Outcome per
+    /// recipient (its `target`), in the order of `to`.
+    #[pyo3(signature = (cx, *, message_type, sender, to, subject, text, html = None, raise_on_failure = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        &self,
+        py: Python<'_>,
+        cx: &Context,
+        message_type: String,
+        sender: String,
+        to: Vec<String>,
+        subject: String,
+        text: String,
+        html: Option<String>,
+        raise_on_failure: bool,
+    ) -> PyResult<Vec<Outcome>> {
+        use replaysafe_email::{Email, EmailGuardExt};
+        if to.is_empty() {
+            return Err(ConfigError::new_err("EmailClient.send: to: no recipient"));
+        }
+        let mut email = Email::builder(message_type)
+            .from(sender.as_str())
+            .subject(subject)
+            .text(text);
+        if let Some(html) = html {
+            email = email.html(html);
+        }
+        for recipient in &to {
+            email = email.to(recipient.as_str());
+        }
+        let email = email.build();
+        let outcomes = py
+            .detach(|| runtime().block_on(self.guard.send_email(&cx.inner, &email)))
+            .map_err(|e| match &e {
+                SendError::Invalid(invalid) => ConfigError::new_err(format!(
+                    "EmailClient.send: {}{}",
+                    invalid
+                        .field()
+                        .map(|f| format!("{f}: "))
+                        .unwrap_or_default(),
+                    chain(invalid)
+                )),
+                other => DeliveryError::new_err(chain(other)),
+            })?;
+        outcomes
+            .iter()
+            .map(|(target, result)| outcome(result, Some(target), raise_on_failure))
+            .collect()
+    }
+
+    fn __repr__(&self) -> String {
+        "EmailClient(..)".to_owned()
+    }
 }
 
 impl PyWebhookClient {
@@ -506,6 +631,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Outcome>()?;
     m.add_class::<PyWebhookClient>()?;
     m.add_class::<PyWebhook>()?;
+    m.add_class::<PyEmailClient>()?;
     m.add_function(wrap_pyfunction!(outbox_stage_params, m)?)?;
     m.add("SQLITE_STAGE_SQL", replaysafe_outbox::sqlite::STAGE_SQL)?;
     m.add("POSTGRES_STAGE_SQL", replaysafe_outbox::postgres::STAGE_SQL)?;

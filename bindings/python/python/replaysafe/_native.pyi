@@ -13,6 +13,7 @@ __all__ = [
     "ContextError",
     "Decision",
     "DeliveryError",
+    "EmailClient",
     "Error",
     "Outcome",
     "POSTGRES_STAGE_SQL",
@@ -76,6 +77,8 @@ class Outcome:
     @property
     def error(self) -> str | None: ...
     @property
+    def target(self) -> str | None: ...
+    @property
     def delivered(self) -> bool: ...
 
 @final
@@ -100,6 +103,32 @@ class WebhookClient:
         data: Any,
         raise_on_failure: bool = False,
     ) -> Outcome: ...
+
+@final
+class EmailClient:
+    def __new__(
+        cls,
+        smtp: str | None = None,
+        *,
+        journal: str | os.PathLike[str] | None = None,
+        ledger: bool = True,
+        starttls: bool | None = None,
+        user: str | None = None,
+        password_env: str | None = None,
+        ca_file: str | None = None,
+    ) -> EmailClient: ...
+    def send(
+        self,
+        cx: Context,
+        *,
+        message_type: str,
+        sender: str,
+        to: list[str],
+        subject: str,
+        text: str,
+        html: str | None = None,
+        raise_on_failure: bool = False,
+    ) -> list[Outcome]: ...
 
 @final
 class Webhook:
