@@ -399,8 +399,7 @@ impl PyWebhookClient {
     ) -> PyResult<Outcome> {
         let data = json_value(py, "data", data)?;
         let webhook = Webhook::json(&event_type, data);
-        let result = py.detach(|| runtime().block_on(self.guard.send(&cx.inner, &webhook)));
-        outcome(&result, None, raise_on_failure)
+        send_one(py, &self.guard, cx, &webhook, raise_on_failure)
     }
 
     fn __repr__(&self) -> String {
@@ -519,6 +518,294 @@ impl PyWebhookClient {
     }
 }
 
+/// One Outcome, or a failed call's error, from a send of one effect.
+fn send_one<C: replaysafe_core::EffectClient>(
+    py: Python<'_>,
+    guard: &Guard<C>,
+    cx: &Context,
+    effect: &C::Effect,
+    raise_on_failure: bool,
+) -> PyResult<Outcome>
+where
+    C::Effect: Sync,
+    C::Error: std::error::Error + 'static,
+{
+    let result = py.detach(|| runtime().block_on(guard.send(&cx.inner, effect)));
+    outcome(&result, None, raise_on_failure)
+}
+
+/// Downstream triggers through the gate: an Airflow 3 DAG run (`airflow=`, with
+/// `token_env` or `user` and `password_env`) or a call to a trigger URL (`url=`); a
+/// delivered trigger's conf carries the run's lineage.
+#[pyclass(frozen, module = "replaysafe", name = "TriggerClient")]
+struct PyTriggerClient {
+    guard: Guard<replaysafe_webhook::TriggerClient>,
+}
+
+#[pymethods]
+impl PyTriggerClient {
+    #[new]
+    #[pyo3(signature = (*, journal = None, ledger = true, **fields))]
+    fn new(
+        py: Python<'_>,
+        journal: Option<PathBuf>,
+        ledger: bool,
+        fields: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let (config, layer): (replaysafe_webhook::TriggerConfig, _) =
+            client_parts(py, "TriggerClient", &[], fields, journal, ledger)?;
+        let guard = config
+            .build(layer)
+            .map_err(|e| config_error("TriggerClient", e.field(), &e))?;
+        Ok(PyTriggerClient { guard })
+    }
+
+    /// Triggers `name` (the DAG id with `airflow=`, the trigger's name with `url=`) with
+    /// `conf` (JSON); returns its Outcome.
+    #[pyo3(signature = (cx, *, name, conf = None, raise_on_failure = false))]
+    fn send(
+        &self,
+        py: Python<'_>,
+        cx: &Context,
+        name: String,
+        conf: Option<&Bound<'_, PyAny>>,
+        raise_on_failure: bool,
+    ) -> PyResult<Outcome> {
+        let mut trigger = replaysafe_webhook::Trigger::new(name);
+        if let Some(conf) = conf {
+            trigger = trigger.with_conf(json_value(py, "conf", conf)?);
+        }
+        send_one(py, &self.guard, cx, &trigger, raise_on_failure)
+    }
+
+    fn __repr__(&self) -> String {
+        "TriggerClient(..)".to_owned()
+    }
+}
+
+/// The receiver of an AlertClient.
+enum AlertGuard {
+    Alertmanager(Guard<replaysafe_alert::AlertmanagerClient>),
+    PagerDuty(Guard<replaysafe_alert::PagerDutyClient>),
+    Slack(Guard<replaysafe_alert::SlackClient>),
+}
+
+/// Alerts through the gate: `kind="alertmanager"` (`url`), `"pagerduty"`
+/// (`routing_key_env`) or `"slack"` (`url_env`), with that configuration's fields.
+#[pyclass(frozen, module = "replaysafe", name = "AlertClient")]
+struct PyAlertClient {
+    guard: AlertGuard,
+}
+
+#[pymethods]
+impl PyAlertClient {
+    #[new]
+    #[pyo3(signature = (kind, *, journal = None, ledger = true, **fields))]
+    fn new(
+        py: Python<'_>,
+        kind: &str,
+        journal: Option<PathBuf>,
+        ledger: bool,
+        fields: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let failed = |e: replaysafe_alert::Error| config_error("AlertClient", e.field(), &e);
+        let guard = match kind {
+            "alertmanager" => {
+                let (config, layer): (replaysafe_alert::AlertmanagerConfig, _) =
+                    client_parts(py, "AlertClient", &[], fields, journal, ledger)?;
+                AlertGuard::Alertmanager(config.build(layer).map_err(failed)?)
+            }
+            "pagerduty" => {
+                let (config, layer): (replaysafe_alert::PagerDutyConfig, _) =
+                    client_parts(py, "AlertClient", &[], fields, journal, ledger)?;
+                AlertGuard::PagerDuty(config.build(layer).map_err(failed)?)
+            }
+            "slack" => {
+                let (config, layer): (replaysafe_alert::SlackConfig, _) =
+                    client_parts(py, "AlertClient", &[], fields, journal, ledger)?;
+                AlertGuard::Slack(config.build(layer).map_err(failed)?)
+            }
+            _ => {
+                return Err(ConfigError::new_err(
+                    "AlertClient: kind: expected alertmanager, pagerduty or slack",
+                ));
+            }
+        };
+        Ok(PyAlertClient { guard })
+    }
+
+    /// Raises (or with `resolve=True` resolves) the alert `alertname`; for Slack, posts
+    /// `text` (default: the summary). Returns its Outcome.
+    #[pyo3(signature = (cx, *, alertname, summary = None, severity = "error", labels = None, details = None, resolve = false, text = None, raise_on_failure = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        &self,
+        py: Python<'_>,
+        cx: &Context,
+        alertname: String,
+        summary: Option<String>,
+        severity: &str,
+        labels: Option<std::collections::BTreeMap<String, String>>,
+        details: Option<std::collections::BTreeMap<String, String>>,
+        resolve: bool,
+        text: Option<String>,
+        raise_on_failure: bool,
+    ) -> PyResult<Outcome> {
+        use replaysafe_alert::{Alert, Severity, SlackMessage};
+        if let AlertGuard::Slack(guard) = &self.guard {
+            let text = text.or(summary).ok_or_else(|| {
+                ConfigError::new_err("AlertClient.send: text: required for Slack")
+            })?;
+            let message = SlackMessage::new(alertname, text);
+            return send_one(py, guard, cx, &message, raise_on_failure);
+        }
+        let severity = match severity {
+            "critical" => Severity::Critical,
+            "error" => Severity::Error,
+            "warning" => Severity::Warning,
+            "info" => Severity::Info,
+            _ => {
+                return Err(ConfigError::new_err(
+                    "AlertClient.send: severity: expected critical, error, warning or info",
+                ));
+            }
+        };
+        let summary = summary.unwrap_or_else(|| alertname.clone());
+        let mut alert = Alert::trigger(alertname, summary).with_severity(severity);
+        for (name, value) in labels.unwrap_or_default() {
+            alert = alert.with_label(name, value);
+        }
+        for (name, value) in details.unwrap_or_default() {
+            alert = alert.with_detail(name, value);
+        }
+        if resolve {
+            alert = alert.resolved();
+        }
+        match &self.guard {
+            AlertGuard::Alertmanager(guard) => send_one(py, guard, cx, &alert, raise_on_failure),
+            AlertGuard::PagerDuty(guard) => send_one(py, guard, cx, &alert, raise_on_failure),
+            AlertGuard::Slack(_) => unreachable!("Slack is sent above"),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        "AlertClient(..)".to_owned()
+    }
+}
+
+/// The receiver of a MetricClient.
+enum MetricGuard {
+    Pushgateway(Guard<replaysafe_metrics::PushgatewayClient>),
+    Statsd(Guard<replaysafe_metrics::StatsdClient>),
+}
+
+/// Metrics through the gate: `kind="pushgateway"` (`url`; one group replaced per send)
+/// or `"statsd"` (`host`, `port`; one line per metric), with that configuration's fields.
+#[pyclass(frozen, module = "replaysafe", name = "MetricClient")]
+struct PyMetricClient {
+    guard: MetricGuard,
+}
+
+#[pymethods]
+impl PyMetricClient {
+    #[new]
+    #[pyo3(signature = (kind, *, journal = None, ledger = true, **fields))]
+    fn new(
+        py: Python<'_>,
+        kind: &str,
+        journal: Option<PathBuf>,
+        ledger: bool,
+        fields: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let failed = |e: replaysafe_metrics::Error| config_error("MetricClient", e.field(), &e);
+        let guard = match kind {
+            "pushgateway" => {
+                let (config, layer): (replaysafe_metrics::PushgatewayConfig, _) =
+                    client_parts(py, "MetricClient", &[], fields, journal, ledger)?;
+                MetricGuard::Pushgateway(config.build(layer).map_err(failed)?)
+            }
+            "statsd" => {
+                let (config, layer): (replaysafe_metrics::StatsdConfig, _) =
+                    client_parts(py, "MetricClient", &[], fields, journal, ledger)?;
+                MetricGuard::Statsd(config.build(layer).map_err(failed)?)
+            }
+            _ => {
+                return Err(ConfigError::new_err(
+                    "MetricClient: kind: expected pushgateway or statsd",
+                ));
+            }
+        };
+        Ok(PyMetricClient { guard })
+    }
+
+    /// Sends `metrics` (name → value): to a Pushgateway as the group `job` (with
+    /// `grouping_labels`), one Outcome; over StatsD one line and one Outcome per metric.
+    /// `type` is `gauge` or `counter`.
+    #[pyo3(signature = (cx, *, metrics, r#type = "gauge", job = None, grouping_labels = None, raise_on_failure = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        &self,
+        py: Python<'_>,
+        cx: &Context,
+        metrics: std::collections::BTreeMap<String, f64>,
+        r#type: &str,
+        job: Option<String>,
+        grouping_labels: Option<std::collections::BTreeMap<String, String>>,
+        raise_on_failure: bool,
+    ) -> PyResult<Vec<Outcome>> {
+        use replaysafe_metrics::{Push, Sample, StatsdMetric};
+        let counter = match r#type {
+            "gauge" => false,
+            "counter" => true,
+            _ => {
+                return Err(ConfigError::new_err(
+                    "MetricClient.send: type: expected gauge or counter",
+                ));
+            }
+        };
+        match &self.guard {
+            MetricGuard::Pushgateway(guard) => {
+                let job = job.ok_or_else(|| {
+                    ConfigError::new_err("MetricClient.send: job: required for a Pushgateway")
+                })?;
+                let mut push = Push::replace(job);
+                for (name, value) in grouping_labels.unwrap_or_default() {
+                    push = push.with_grouping_label(name, value);
+                }
+                for (name, value) in metrics {
+                    push = push.with_sample(if counter {
+                        Sample::counter(name, value)
+                    } else {
+                        Sample::gauge(name, value)
+                    });
+                }
+                Ok(vec![send_one(py, guard, cx, &push, raise_on_failure)?])
+            }
+            MetricGuard::Statsd(guard) => metrics
+                .into_iter()
+                .map(|(name, value)| {
+                    let metric = if counter {
+                        if value.fract() != 0.0 || !value.is_finite() {
+                            return Err(ConfigError::new_err(format!(
+                                "MetricClient.send: metrics: a counter's value is a whole number ({name})"
+                            )));
+                        }
+                        #[allow(clippy::cast_possible_truncation)]
+                        StatsdMetric::counter(name, value as i64)
+                    } else {
+                        StatsdMetric::gauge(name, value)
+                    };
+                    send_one(py, guard, cx, &metric, raise_on_failure)
+                })
+                .collect(),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        "MetricClient(..)".to_owned()
+    }
+}
+
 /// A webhook to stage in the outbox: its event type and JSON body.
 #[pyclass(frozen, module = "replaysafe", name = "Webhook")]
 struct PyWebhook {
@@ -632,6 +919,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyWebhookClient>()?;
     m.add_class::<PyWebhook>()?;
     m.add_class::<PyEmailClient>()?;
+    m.add_class::<PyTriggerClient>()?;
+    m.add_class::<PyAlertClient>()?;
+    m.add_class::<PyMetricClient>()?;
     m.add_function(wrap_pyfunction!(outbox_stage_params, m)?)?;
     m.add("SQLITE_STAGE_SQL", replaysafe_outbox::sqlite::STAGE_SQL)?;
     m.add("POSTGRES_STAGE_SQL", replaysafe_outbox::postgres::STAGE_SQL)?;

@@ -11,6 +11,7 @@ import os as _os
 from typing import Any
 
 from replaysafe._native import (
+    AlertClient,
     ConfigError,
     Context,
     ContextError,
@@ -18,7 +19,9 @@ from replaysafe._native import (
     DeliveryError,
     EmailClient,
     Error,
+    MetricClient,
     Outcome,
+    TriggerClient,
     Webhook,
     WebhookClient,
     __version__,
@@ -27,6 +30,7 @@ from replaysafe._native import (
 )
 
 __all__ = [
+    "AlertClient",
     "ConfigError",
     "Context",
     "ContextError",
@@ -34,7 +38,9 @@ __all__ = [
     "DeliveryError",
     "EmailClient",
     "Error",
+    "MetricClient",
     "Outcome",
+    "TriggerClient",
     "Webhook",
     "WebhookClient",
     "__version__",

@@ -8,6 +8,7 @@ from typing import Any, final
 
 __version__: str
 __all__ = [
+    "AlertClient",
     "ConfigError",
     "Context",
     "ContextError",
@@ -15,9 +16,11 @@ __all__ = [
     "DeliveryError",
     "EmailClient",
     "Error",
+    "MetricClient",
     "Outcome",
     "POSTGRES_STAGE_SQL",
     "SQLITE_STAGE_SQL",
+    "TriggerClient",
     "Webhook",
     "WebhookClient",
     "__version__",
@@ -127,6 +130,69 @@ class EmailClient:
         subject: str,
         text: str,
         html: str | None = None,
+        raise_on_failure: bool = False,
+    ) -> list[Outcome]: ...
+
+@final
+class TriggerClient:
+    def __new__(
+        cls,
+        *,
+        journal: str | os.PathLike[str] | None = None,
+        ledger: bool = True,
+        airflow: str | None = None,
+        url: str | None = None,
+        user: str | None = None,
+        password_env: str | None = None,
+        token_env: str | None = None,
+        allow_hosts: list[str] | None = None,
+    ) -> TriggerClient: ...
+    def send(
+        self, cx: Context, *, name: str, conf: Any = None, raise_on_failure: bool = False
+    ) -> Outcome: ...
+
+@final
+class AlertClient:
+    def __new__(
+        cls,
+        kind: str,
+        *,
+        journal: str | os.PathLike[str] | None = None,
+        ledger: bool = True,
+        **fields: Any,
+    ) -> AlertClient: ...
+    def send(
+        self,
+        cx: Context,
+        *,
+        alertname: str,
+        summary: str | None = None,
+        severity: str = "error",
+        labels: dict[str, str] | None = None,
+        details: dict[str, str] | None = None,
+        resolve: bool = False,
+        text: str | None = None,
+        raise_on_failure: bool = False,
+    ) -> Outcome: ...
+
+@final
+class MetricClient:
+    def __new__(
+        cls,
+        kind: str,
+        *,
+        journal: str | os.PathLike[str] | None = None,
+        ledger: bool = True,
+        **fields: Any,
+    ) -> MetricClient: ...
+    def send(
+        self,
+        cx: Context,
+        *,
+        metrics: dict[str, float],
+        type: str = ...,  # "gauge" or "counter"; default "gauge"
+        job: str | None = None,
+        grouping_labels: dict[str, str] | None = None,
         raise_on_failure: bool = False,
     ) -> list[Outcome]: ...
 
