@@ -351,7 +351,7 @@ fn config_from<T: serde::de::DeserializeOwned>(
 /// key per effect, the SSRF guard (`allow_hosts`), the journal's memory of keys.
 #[pyclass(frozen, module = "replaysafe", name = "WebhookClient")]
 struct PyWebhookClient {
-    guard: Guard<WebhookClient>,
+    guard: Arc<Guard<WebhookClient>>,
     /// What built `guard`, to build the outbox routes of the same client.
     config: WebhookConfig,
     layer: GuardLayer,
@@ -378,7 +378,7 @@ impl PyWebhookClient {
             journal,
             ledger,
         )?;
-        let guard = build_webhook(&config, &layer)?;
+        let guard = Arc::new(build_webhook(&config, &layer)?);
         Ok(PyWebhookClient {
             guard,
             config,
@@ -402,6 +402,20 @@ impl PyWebhookClient {
         send_one(py, &self.guard, cx, &webhook, raise_on_failure)
     }
 
+    /// [`send`](Self::send) as an awaitable, for asyncio code.
+    #[pyo3(signature = (cx, *, event_type, data, raise_on_failure = false))]
+    fn send_async<'py>(
+        &self,
+        py: Python<'py>,
+        cx: &Context,
+        event_type: String,
+        data: &Bound<'py, PyAny>,
+        raise_on_failure: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let webhook = Webhook::json(&event_type, json_value(py, "data", data)?);
+        send_later(py, &self.guard, cx, webhook, raise_on_failure)
+    }
+
     fn __repr__(&self) -> String {
         "WebhookClient(..)".to_owned()
     }
@@ -413,11 +427,58 @@ fn build_webhook(config: &WebhookConfig, layer: &GuardLayer) -> PyResult<Guard<W
         .map_err(|e| config_error("WebhookClient", e.field(), &e))
 }
 
+/// The email `EmailClient.send` describes.
+fn email_of(
+    message_type: String,
+    sender: &str,
+    to: &[String],
+    subject: String,
+    text: String,
+    html: Option<String>,
+) -> PyResult<replaysafe_email::Email> {
+    if to.is_empty() {
+        return Err(ConfigError::new_err("EmailClient.send: to: no recipient"));
+    }
+    let mut email = replaysafe_email::Email::builder(message_type)
+        .from(sender)
+        .subject(subject)
+        .text(text);
+    if let Some(html) = html {
+        email = email.html(html);
+    }
+    for recipient in to {
+        email = email.to(recipient.as_str());
+    }
+    Ok(email.build())
+}
+
+/// One Outcome per recipient, or the error of an email that was not sent at all.
+fn email_outcomes(
+    sent: Result<replaysafe_email::EmailOutcomes, SendError<replaysafe_email::Error>>,
+    raise_on_failure: bool,
+) -> PyResult<Vec<Outcome>> {
+    let outcomes = sent.map_err(|e| match &e {
+        SendError::Invalid(invalid) => ConfigError::new_err(format!(
+            "EmailClient.send: {}{}",
+            invalid
+                .field()
+                .map(|f| format!("{f}: "))
+                .unwrap_or_default(),
+            chain(invalid)
+        )),
+        other => DeliveryError::new_err(chain(other)),
+    })?;
+    outcomes
+        .iter()
+        .map(|(target, result)| outcome(result, Some(target), raise_on_failure))
+        .collect()
+}
+
 /// Email over SMTP through the gate: one effect (and one Outcome) per recipient, a
 /// deterministic Message-ID, the journal's memory of keys (an email cannot be recalled).
 #[pyclass(frozen, module = "replaysafe", name = "EmailClient")]
 struct PyEmailClient {
-    guard: Guard<replaysafe_email::EmailClient>,
+    guard: Arc<Guard<replaysafe_email::EmailClient>>,
 }
 
 #[pymethods]
@@ -442,7 +503,9 @@ impl PyEmailClient {
         let guard = config
             .build(layer)
             .map_err(|e| config_error("EmailClient", e.field(), &e))?;
-        Ok(PyEmailClient { guard })
+        Ok(PyEmailClient {
+            guard: Arc::new(guard),
+        })
     }
 
     /// Sends an email through the gate, one effect per recipient; returns one Outcome per
@@ -461,38 +524,34 @@ impl PyEmailClient {
         html: Option<String>,
         raise_on_failure: bool,
     ) -> PyResult<Vec<Outcome>> {
-        use replaysafe_email::{Email, EmailGuardExt};
-        if to.is_empty() {
-            return Err(ConfigError::new_err("EmailClient.send: to: no recipient"));
-        }
-        let mut email = Email::builder(message_type)
-            .from(sender.as_str())
-            .subject(subject)
-            .text(text);
-        if let Some(html) = html {
-            email = email.html(html);
-        }
-        for recipient in &to {
-            email = email.to(recipient.as_str());
-        }
-        let email = email.build();
-        let outcomes = py
-            .detach(|| runtime().block_on(self.guard.send_email(&cx.inner, &email)))
-            .map_err(|e| match &e {
-                SendError::Invalid(invalid) => ConfigError::new_err(format!(
-                    "EmailClient.send: {}{}",
-                    invalid
-                        .field()
-                        .map(|f| format!("{f}: "))
-                        .unwrap_or_default(),
-                    chain(invalid)
-                )),
-                other => DeliveryError::new_err(chain(other)),
-            })?;
-        outcomes
-            .iter()
-            .map(|(target, result)| outcome(result, Some(target), raise_on_failure))
-            .collect()
+        use replaysafe_email::EmailGuardExt;
+        let email = email_of(message_type, &sender, &to, subject, text, html)?;
+        let sent = py.detach(|| runtime().block_on(self.guard.send_email(&cx.inner, &email)));
+        email_outcomes(sent, raise_on_failure)
+    }
+
+    /// [`send`](Self::send) as an awaitable, for asyncio code.
+    #[pyo3(signature = (cx, *, message_type, sender, to, subject, text, html = None, raise_on_failure = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn send_async<'py>(
+        &self,
+        py: Python<'py>,
+        cx: &Context,
+        message_type: String,
+        sender: String,
+        to: Vec<String>,
+        subject: String,
+        text: String,
+        html: Option<String>,
+        raise_on_failure: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        use replaysafe_email::EmailGuardExt;
+        let email = email_of(message_type, &sender, &to, subject, text, html)?;
+        let guard = self.guard.clone();
+        let cx = cx.inner.clone();
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            email_outcomes(guard.send_email(&cx, &email).await, raise_on_failure)
+        })
     }
 
     fn __repr__(&self) -> String {
@@ -534,12 +593,34 @@ where
     outcome(&result, None, raise_on_failure)
 }
 
+/// An awaitable of one effect's Outcome, on the shared runtime (asyncio's loop is not
+/// blocked while it delivers).
+fn send_later<'py, C>(
+    py: Python<'py>,
+    guard: &Arc<Guard<C>>,
+    cx: &Context,
+    effect: C::Effect,
+    raise_on_failure: bool,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    C: replaysafe_core::EffectClient + 'static,
+    C::Effect: Send + Sync + 'static,
+    C::Error: std::error::Error + 'static,
+{
+    let guard = guard.clone();
+    let cx = cx.inner.clone();
+    pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        let result = guard.send(&cx, &effect).await;
+        outcome(&result, None, raise_on_failure)
+    })
+}
+
 /// Downstream triggers through the gate: an Airflow 3 DAG run (`airflow=`, with
 /// `token_env` or `user` and `password_env`) or a call to a trigger URL (`url=`); a
 /// delivered trigger's conf carries the run's lineage.
 #[pyclass(frozen, module = "replaysafe", name = "TriggerClient")]
 struct PyTriggerClient {
-    guard: Guard<replaysafe_webhook::TriggerClient>,
+    guard: Arc<Guard<replaysafe_webhook::TriggerClient>>,
 }
 
 #[pymethods]
@@ -557,7 +638,9 @@ impl PyTriggerClient {
         let guard = config
             .build(layer)
             .map_err(|e| config_error("TriggerClient", e.field(), &e))?;
-        Ok(PyTriggerClient { guard })
+        Ok(PyTriggerClient {
+            guard: Arc::new(guard),
+        })
     }
 
     /// Triggers `name` (the DAG id with `airflow=`, the trigger's name with `url=`) with
@@ -576,6 +659,23 @@ impl PyTriggerClient {
             trigger = trigger.with_conf(json_value(py, "conf", conf)?);
         }
         send_one(py, &self.guard, cx, &trigger, raise_on_failure)
+    }
+
+    /// [`send`](Self::send) as an awaitable, for asyncio code.
+    #[pyo3(signature = (cx, *, name, conf = None, raise_on_failure = false))]
+    fn send_async<'py>(
+        &self,
+        py: Python<'py>,
+        cx: &Context,
+        name: String,
+        conf: Option<&Bound<'py, PyAny>>,
+        raise_on_failure: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let mut trigger = replaysafe_webhook::Trigger::new(name);
+        if let Some(conf) = conf {
+            trigger = trigger.with_conf(json_value(py, "conf", conf)?);
+        }
+        send_later(py, &self.guard, cx, trigger, raise_on_failure)
     }
 
     fn __repr__(&self) -> String {
@@ -909,6 +1009,9 @@ fn report_json(py: Python<'_>, journals: Vec<PathBuf>, skip_invalid: bool) -> Py
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    // Awaitables run on the same runtime as the blocking sends. Set once per process: a
+    // second import of the module (a subinterpreter) finds it set, which is the same.
+    let _ = pyo3_async_runtimes::tokio::init_with_runtime(runtime());
     m.add("Error", py.get_type::<Error>())?;
     m.add("ContextError", py.get_type::<ContextError>())?;
     m.add("ConfigError", py.get_type::<ConfigError>())?;

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import os
+from collections.abc import Awaitable
 from typing import Any, final
 
 __version__: str
@@ -106,6 +107,14 @@ class WebhookClient:
         data: Any,
         raise_on_failure: bool = False,
     ) -> Outcome: ...
+    def send_async(
+        self,
+        cx: Context,
+        *,
+        event_type: str,
+        data: Any,
+        raise_on_failure: bool = False,
+    ) -> Awaitable[Outcome]: ...
 
 @final
 class EmailClient:
@@ -132,6 +141,18 @@ class EmailClient:
         html: str | None = None,
         raise_on_failure: bool = False,
     ) -> list[Outcome]: ...
+    def send_async(
+        self,
+        cx: Context,
+        *,
+        message_type: str,
+        sender: str,
+        to: list[str],
+        subject: str,
+        text: str,
+        html: str | None = None,
+        raise_on_failure: bool = False,
+    ) -> Awaitable[list[Outcome]]: ...
 
 @final
 class TriggerClient:
@@ -150,6 +171,9 @@ class TriggerClient:
     def send(
         self, cx: Context, *, name: str, conf: Any = None, raise_on_failure: bool = False
     ) -> Outcome: ...
+    def send_async(
+        self, cx: Context, *, name: str, conf: Any = None, raise_on_failure: bool = False
+    ) -> Awaitable[Outcome]: ...
 
 @final
 class AlertClient:

@@ -1,0 +1,69 @@
+"""`send_async`: awaitables on the shared runtime, from asyncio code."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import replaysafe
+from test_api import Receiver, env_of, records
+
+
+@pytest.fixture()
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def test_webhooks_sent_concurrently_from_asyncio(receiver: Receiver, tmp_path: Path) -> None:
+    journal = tmp_path / "journal.jsonl"
+    hook = replaysafe.WebhookClient(receiver.url, allow_hosts=["127.0.0.1"], journal=journal)
+    cx = replaysafe.context(env=env_of("scheduled", "scheduled__2026-12-01T00:00:00+00:00"))
+    backfill = replaysafe.context(env=env_of("backfill", "backfill__2026-11-01T00:00:00+00:00", 30))
+
+    async def main() -> list[replaysafe.Outcome]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        running = asyncio.create_task(ticker())
+        outs = await asyncio.gather(
+            *[hook.send_async(cx, event_type=f"orders.{n}", data={"n": n}) for n in range(20)],
+            hook.send_async(backfill, event_type="orders.published", data={"n": 99}),
+        )
+        running.cancel()
+        assert ticks > 0, "the event loop ran while the webhooks were sent"
+        return list(outs)
+
+    started = time.monotonic()
+    outs = asyncio.run(main())
+    assert time.monotonic() - started < 30
+    assert [o.decision for o in outs[:20]] == ["delivered"] * 20
+    assert outs[20].decision == "suppressed"
+    assert len(receiver.requests) == 20
+    assert len({o.idempotency_key for o in outs}) == 21
+    assert sum(r["decision"] == "delivered" for r in records(journal)) == 20
+
+
+def test_a_failure_raises_from_the_awaitable_only_when_asked(receiver: Receiver, tmp_path: Path) -> None:
+    receiver.status = 400
+    hook = replaysafe.WebhookClient(receiver.url, allow_hosts=["127.0.0.1"],
+                                    journal=tmp_path / "journal.jsonl")
+    cx = replaysafe.context(env=env_of("scheduled", "scheduled__2026-12-01T00:00:00+00:00"))
+
+    async def main() -> replaysafe.Outcome:
+        failed = await hook.send_async(cx, event_type="orders.a", data={})
+        with pytest.raises(replaysafe.DeliveryError):
+            await hook.send_async(cx, event_type="orders.b", data={}, raise_on_failure=True)
+        return failed
+
+    assert asyncio.run(main()).decision == "failed"
