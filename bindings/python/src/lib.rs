@@ -18,7 +18,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use replaysafe_core::{
-    EffectKind, Guard, GuardLayer, Journal, JsonlJournal, Outcome as CoreOutcome, ReplayContext,
+    EffectKind, Guard, GuardLayer, Journal, Outcome as CoreOutcome, ReplayContext,
     SendError,
 };
 use replaysafe_outbox::{Route, StageParam};
@@ -300,7 +300,8 @@ fn config_error(
     ConfigError::new_err(format!("{client}: {field}{}", chain(error)))
 }
 
-/// The journal a client writes to: `journal=` or the context's REPLAYSAFE_JOURNAL.
+/// The journal a client writes to: `journal=` or REPLAYSAFE_JOURNAL, a JSON Lines file,
+/// `sqlite:PATH` or `postgres://…` (password from PGPASSWORD, never shown).
 fn open_journal(journal: Option<PathBuf>) -> PyResult<Arc<dyn Journal>> {
     let path = match journal {
         Some(path) => path,
@@ -313,9 +314,8 @@ fn open_journal(journal: Option<PathBuf>) -> PyResult<Arc<dyn Journal>> {
             }
         },
     };
-    let journal = JsonlJournal::open(&path)
-        .map_err(|e| ConfigError::new_err(format!("journal: {}", chain(&e))))?;
-    Ok(Arc::new(journal))
+    replaysafe_outbox::named::open_journal(&path)
+        .map_err(|e| ConfigError::new_err(format!("journal: {}", chain(&e))))
 }
 
 /// A JSON value from a Python object, through Python's own `json` module.

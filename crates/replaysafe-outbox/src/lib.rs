@@ -81,6 +81,8 @@
 mod error;
 mod journal;
 #[cfg(feature = "postgres")]
+pub mod named;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 mod route;
 mod row;

@@ -450,7 +450,7 @@ impl fmt::Debug for PostgresOutbox {
 }
 
 /// User, host, port and database, never the password.
-fn describe(config: &Config) -> String {
+pub(crate) fn describe(config: &Config) -> String {
     let host = config
         .get_hosts()
         .first()
