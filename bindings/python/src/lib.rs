@@ -18,8 +18,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use replaysafe_core::{
-    EffectKind, Guard, GuardLayer, Journal, Outcome as CoreOutcome, ReplayContext,
-    SendError,
+    EffectKind, Guard, GuardLayer, Journal, Outcome as CoreOutcome, ReplayContext, SendError,
 };
 use replaysafe_outbox::{Route, StageParam};
 use replaysafe_webhook::{Webhook, WebhookClient, WebhookConfig};
