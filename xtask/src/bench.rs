@@ -1,7 +1,9 @@
 //! `cargo xtask bench`: runs every benchmark and gathers `target/bench/summary.json`.
 //!
 //! Each benchmark binary (harness = false) writes `target/bench/<name>.json`: figures
-//! with a value and a unit, and for ratios the baseline measured in the same run.
+//! with a value and a unit, and for ratios the baseline measured in the same run. The
+//! Python API's benchmark (`bindings/python/benches/bench.py`) runs last, against the
+//! release wheel, and writes `python.json` in the same format.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +24,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         .env("REPLAYSAFE_BENCH_OUT", &out);
     exec(&mut command)?;
     drop(services);
+    crate::dist::python_bench(&out)?;
 
     let mut summary = BTreeMap::new();
     for entry in std::fs::read_dir(&out)? {

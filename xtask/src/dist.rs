@@ -285,6 +285,33 @@ fn python_tests(venv: &Path, base: &Path, env: &[(String, String)]) -> anyhow::R
     )
 }
 
+/// httpx, the baseline of the Python webhook benchmark.
+const HTTPX_VERSION: &str = "0.28.1";
+
+/// `bindings/python/benches/bench.py` against the release wheel, in a fresh virtualenv
+/// under `out`; it writes `out/python.json`.
+pub(crate) fn python_bench(out: &Path) -> anyhow::Result<()> {
+    let wheel = build_wheel("release")?;
+    let venv = out.join("python-venv");
+    if venv.exists() {
+        std::fs::remove_dir_all(&venv).with_context(|| format!("removing {}", venv.display()))?;
+    }
+    exec(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    let python = venv.join("bin/python");
+    exec(
+        Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--no-input"])
+            .arg(&wheel)
+            .arg(format!("httpx=={HTTPX_VERSION}")),
+    )?;
+    exec(
+        Command::new(&python)
+            .arg(root().join("bindings/python/benches/bench.py"))
+            .env("REPLAYSAFE_BENCH_OUT", out)
+            .current_dir(out),
+    )
+}
+
 /// The file names a wheel holds.
 fn wheel_names(wheel: &Path) -> anyhow::Result<Vec<String>> {
     let listing = output(

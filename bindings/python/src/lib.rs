@@ -682,6 +682,69 @@ impl PyTriggerClient {
     }
 }
 
+/// Partner file drops over SFTP through the gate: the host key checked first, an upload
+/// under a temporary name, then a rename; a file already present with the same content is
+/// success, with other content a refusal. The configuration's fields as keywords
+/// (`host`, `user`, `known_hosts`, `dir`, `key` with `passphrase_env`, or `password_env`).
+#[pyclass(frozen, module = "replaysafe", name = "SftpClient")]
+struct PySftpClient {
+    guard: Arc<Guard<replaysafe_sftp::SftpClient>>,
+}
+
+#[pymethods]
+impl PySftpClient {
+    #[new]
+    #[pyo3(signature = (*, journal = None, ledger = true, **fields))]
+    fn new(
+        py: Python<'_>,
+        journal: Option<PathBuf>,
+        ledger: bool,
+        fields: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let (config, layer): (replaysafe_sftp::SftpConfig, _) =
+            client_parts(py, "SftpClient", &[], fields, journal, ledger)?;
+        let guard = config
+            .build(layer)
+            .map_err(|e| config_error("SftpClient", e.field(), &e))?;
+        Ok(PySftpClient {
+            guard: Arc::new(guard),
+        })
+    }
+
+    /// Drops the file `name` (a template such as `orders_{window_start:%Y%m%d}.csv`) with
+    /// `data` (bytes) or the content of the local `file`; returns its Outcome.
+    #[pyo3(signature = (cx, *, name, data = None, file = None, message_type = "file_drop", raise_on_failure = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        &self,
+        py: Python<'_>,
+        cx: &Context,
+        name: &str,
+        data: Option<Vec<u8>>,
+        file: Option<PathBuf>,
+        message_type: &str,
+        raise_on_failure: bool,
+    ) -> PyResult<Outcome> {
+        let drop = match (data, file) {
+            (Some(data), None) => replaysafe_sftp::FileDrop::from_bytes(message_type, name, data),
+            (None, Some(file)) => replaysafe_sftp::FileDrop::from_file(message_type, name, &file)
+                .map_err(|e| {
+                ConfigError::new_err(format!("SftpClient.send: file: {}", chain(&e)))
+            })?,
+            _ => {
+                return Err(ConfigError::new_err(
+                    "SftpClient.send: give data (bytes) or file (a path), one of them",
+                ));
+            }
+        };
+        send_one(py, &self.guard, cx, &drop, raise_on_failure)
+    }
+
+    fn __repr__(&self) -> String {
+        "SftpClient(..)".to_owned()
+    }
+}
+
 /// The receiver of an AlertClient.
 enum AlertGuard {
     Alertmanager(Guard<replaysafe_alert::AlertmanagerClient>),
@@ -1024,6 +1087,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTriggerClient>()?;
     m.add_class::<PyAlertClient>()?;
     m.add_class::<PyMetricClient>()?;
+    m.add_class::<PySftpClient>()?;
     m.add_function(wrap_pyfunction!(outbox_stage_params, m)?)?;
     m.add("SQLITE_STAGE_SQL", replaysafe_outbox::sqlite::STAGE_SQL)?;
     m.add("POSTGRES_STAGE_SQL", replaysafe_outbox::postgres::STAGE_SQL)?;

@@ -117,3 +117,23 @@ def test_metrics_reach_the_real_pushgateway_and_statsd(tmp_path: Path) -> None:
         statsd.send(current(), metrics={"orders.sent": 1.5}, type="counter")
     udp.close()
     assert {r["decision"] for r in records(journal)} >= {"delivered", "suppressed"}
+
+
+def test_a_file_drop_reaches_the_real_sftp_server_only_from_a_current_run(tmp_path: Path) -> None:
+    port = int(server("REPLAYSAFE_TEST_SSHD_PORT"))
+    upload = Path(server("REPLAYSAFE_TEST_SSHD_UPLOAD"))
+    journal = tmp_path / "journal.jsonl"
+    drops = replaysafe.SftpClient(
+        host="127.0.0.1", port=port, user=server("REPLAYSAFE_TEST_SSHD_USER"),
+        key=server("REPLAYSAFE_TEST_SSHD_KEY"), known_hosts=server("REPLAYSAFE_TEST_SSHD_KNOWN_HOSTS"),
+        dir=str(upload), journal=journal,
+    )
+    name = f"orders_{uuid.uuid4().hex[:10]}.csv"
+    out = drops.send(current(), name=name, data=b"day,orders\n2026-12-01,1204\n", message_type="orders_csv")
+    assert out.decision == "delivered", out
+    assert (upload / name).read_bytes() == b"day,orders\n2026-12-01,1204\n"
+    late_name = name.replace(".csv", "_bf.csv")
+    assert drops.send(backfill(), name=late_name, data=b"old").decision == "suppressed"
+    assert not (upload / late_name).exists()
+    with pytest.raises(replaysafe.ConfigError, match="data"):
+        drops.send(current(), name=name)

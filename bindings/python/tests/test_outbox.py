@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -28,8 +27,9 @@ def receiver() -> Iterator[Receiver]:
 
 
 def command(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    binary = shutil.which("replaysafe")
-    assert binary, "the wheel puts replaysafe on PATH"
+    # The wheel installs the command beside the interpreter, in the virtualenv's bin.
+    binary = str(Path(sys.executable).parent / "replaysafe")
+    assert os.access(binary, os.X_OK), "the wheel installs replaysafe into the virtualenv"
     full = {k: v for k, v in os.environ.items() if not k.startswith("REPLAYSAFE_")}
     full.update(env or {})
     done = subprocess.run([binary, *args], env=full, capture_output=True, text=True, timeout=120)

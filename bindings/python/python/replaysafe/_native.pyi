@@ -21,6 +21,7 @@ __all__ = [
     "Outcome",
     "POSTGRES_STAGE_SQL",
     "SQLITE_STAGE_SQL",
+    "SftpClient",
     "TriggerClient",
     "Webhook",
     "WebhookClient",
@@ -174,6 +175,34 @@ class TriggerClient:
     def send_async(
         self, cx: Context, *, name: str, conf: Any = None, raise_on_failure: bool = False
     ) -> Awaitable[Outcome]: ...
+
+@final
+class SftpClient:
+    def __new__(
+        cls,
+        *,
+        journal: str | os.PathLike[str] | None = None,
+        ledger: bool = True,
+        host: str | None = None,
+        port: int | None = None,
+        user: str | None = None,
+        known_hosts: str | None = None,
+        dir: str | None = None,
+        key: str | None = None,
+        passphrase_env: str | None = None,
+        password_env: str | None = None,
+        overwrite: bool | None = None,
+    ) -> SftpClient: ...
+    def send(
+        self,
+        cx: Context,
+        *,
+        name: str,
+        data: bytes | None = None,
+        file: str | os.PathLike[str] | None = None,
+        message_type: str = "file_drop",
+        raise_on_failure: bool = False,
+    ) -> Outcome: ...
 
 @final
 class AlertClient:
