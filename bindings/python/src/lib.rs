@@ -995,19 +995,82 @@ impl PyWebhook {
 /// The staging statement's parameters, the row's key, its status and reasons.
 type StagedParams<'py> = (Vec<Bound<'py, PyAny>>, String, &'static str, Vec<String>);
 
+/// Routes built from routes files, by file and route name, each built once.
+type RoutesByFile = HashMap<(PathBuf, String), Arc<Route<WebhookClient>>>;
+
+/// The route `name` of the routes file `path` (or REPLAYSAFE_OUTBOX_ROUTES), journaling
+/// to `journal`: the client the worker will deliver with, so staging derives its key.
+fn route_from_file(
+    name: &str,
+    path: Option<PathBuf>,
+    journal: Option<PathBuf>,
+) -> PyResult<Arc<Route<WebhookClient>>> {
+    static ROUTES: OnceLock<std::sync::Mutex<RoutesByFile>> = OnceLock::new();
+    let path = match path {
+        Some(path) => path,
+        None => match std::env::var_os("REPLAYSAFE_OUTBOX_ROUTES") {
+            Some(path) if !path.is_empty() => PathBuf::from(path),
+            _ => {
+                return Err(ConfigError::new_err(
+                    "outbox.stage: routes: none given; pass client=, or routes=PATH, or set REPLAYSAFE_OUTBOX_ROUTES (the worker's routes file)",
+                ));
+            }
+        },
+    };
+    let mut routes = ROUTES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let at = (path.clone(), name.to_owned());
+    if let Some(route) = routes.get(&at) {
+        return Ok(route.clone());
+    }
+    let file = replaysafe::routes::RoutesFile::read(&path)
+        .map_err(|e| ConfigError::new_err(format!("outbox.stage: routes: {}", chain(&e))))?;
+    let config = match file.routes.get(name) {
+        Some(replaysafe::routes::RouteConfig::Webhook(config)) => config,
+        Some(_) => {
+            return Err(ConfigError::new_err(format!(
+                "outbox.stage: route: {name} in {} is not a webhook route (Python stages webhooks)",
+                path.display()
+            )));
+        }
+        None => {
+            return Err(ConfigError::new_err(format!(
+                "outbox.stage: route: {name} is not in {}",
+                path.display()
+            )));
+        }
+    };
+    let guard = build_webhook(config, &GuardLayer::new(open_journal(journal)?))?;
+    let route = Arc::new(
+        Route::new(name, guard)
+            .map_err(|e| ConfigError::new_err(format!("outbox.stage: route: {}", chain(&e))))?,
+    );
+    routes.insert(at, route.clone());
+    Ok(route)
+}
+
 /// The gate at staging, for `outbox.stage`: the staging statement's 30 parameters (None,
-/// bool, int or str, in order) and what staging decided (key, status, reasons).
+/// bool, int or str, in order) and what staging decided (key, status, reasons). The route
+/// is `client` as `route`, or `route` of the routes file.
 #[pyfunction]
-#[pyo3(signature = (cx, route, client, effect, source_version = 0))]
+#[pyo3(signature = (cx, route, client, effect, source_version = 0, routes = None, journal = None))]
+#[allow(clippy::too_many_arguments)]
 fn outbox_stage_params<'py>(
     py: Python<'py>,
     cx: &Context,
     route: &str,
-    client: &PyWebhookClient,
+    client: Option<&PyWebhookClient>,
     effect: &PyWebhook,
     source_version: i64,
+    routes: Option<PathBuf>,
+    journal: Option<PathBuf>,
 ) -> PyResult<StagedParams<'py>> {
-    let route = client.route(route)?;
+    let route = match client {
+        Some(client) => client.route(route)?,
+        None => route_from_file(route, routes, journal)?,
+    };
     let webhook = Webhook::json(&effect.event_type, effect.body.clone());
     let (params, staged) = replaysafe_outbox::stage_params(
         &cx.inner,

@@ -157,3 +157,31 @@ def test_psycopg_rolled_back_leaves_no_row_committed_is_delivered(
             "--journal", str(journal), "--drain")
     assert len(receiver.requests) == 1
     assert receiver.requests[0][1]["idempotency-key"].strip('"') == staged.key
+
+
+def test_the_route_comes_from_the_workers_routes_file_by_default(
+    receiver: Receiver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, journal = tmp_path / "outbox.db", tmp_path / "journal.jsonl"
+    command("outbox", "init", "--database", f"sqlite:{db}")
+    routes = routes_file(tmp_path, receiver)
+    monkeypatch.setenv("REPLAYSAFE_OUTBOX_ROUTES", str(routes))
+    monkeypatch.setenv("REPLAYSAFE_JOURNAL", str(journal))
+    cx = replaysafe.context(env=env_of("scheduled", "scheduled__2026-12-01T00:00:00+00:00"))
+    effect = replaysafe.Webhook(event_type="orders.published", data={"orders": 5})
+    conn = sqlite3.connect(db)
+    with conn:
+        staged = replaysafe.outbox.stage(conn, cx, route="partner", effect=effect)
+    assert staged.status == "pending"
+    conn.close()
+    # The worker reads the same file (REPLAYSAFE_OUTBOX_ROUTES) and derives the same key.
+    command("outbox", "work", "--database", f"sqlite:{db}", "--journal", str(journal), "--drain",
+            env={"REPLAYSAFE_OUTBOX_ROUTES": str(routes)})
+    assert len(receiver.requests) == 1
+    assert receiver.requests[0][1]["idempotency-key"].strip('"') == staged.key
+
+    with pytest.raises(replaysafe.ConfigError, match="nobody"):
+        replaysafe.outbox.stage(sqlite3.connect(db), cx, route="nobody", effect=effect)
+    monkeypatch.delenv("REPLAYSAFE_OUTBOX_ROUTES")
+    with pytest.raises(replaysafe.ConfigError, match="REPLAYSAFE_OUTBOX_ROUTES"):
+        replaysafe.outbox.stage(sqlite3.connect(db), cx, route="partner", effect=effect)

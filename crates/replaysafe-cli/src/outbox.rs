@@ -97,8 +97,8 @@ pub enum OutboxCommand {
         after_help = "Routes come from a JSON file; secrets come from environment variables named there, never from the file.\n\nExample routes.json:\n  {\"routes\": {\n    \"partner_webhook\": {\"kind\": \"webhook\", \"url\": \"https://partner.example/hooks\", \"secret_env\": \"PARTNER_SECRET\"},\n    \"reports\": {\"kind\": \"email\", \"smtp\": \"smtp://mail.internal:587\", \"starttls\": true, \"user\": \"reports\", \"password_env\": \"SMTP_PASSWORD\"}\n  }}\n\nExample:\n  REPLAYSAFE_JOURNAL=worker.jsonl replaysafe outbox work --database postgres://outbox@db:5432/pipelines --routes routes.json --in-flight 8"
     )]
     Work {
-        /// The routes file (JSON).
-        #[arg(long)]
+        /// The routes file (JSON; also REPLAYSAFE_OUTBOX_ROUTES, which Python's outbox.stage reads too).
+        #[arg(long, env = "REPLAYSAFE_OUTBOX_ROUTES")]
         routes: PathBuf,
         /// The journal (default: REPLAYSAFE_JOURNAL).
         #[arg(long)]

@@ -258,9 +258,11 @@ class Webhook:
 def outbox_stage_params(
     cx: Context,
     route: str,
-    client: WebhookClient,
+    client: WebhookClient | None,
     effect: Webhook,
     source_version: int = 0,
+    routes: str | None = None,
+    journal: str | None = None,
 ) -> tuple[list[None | bool | int | str], str, str, list[str]]: ...
 def context(env: dict[str, str] | None = None) -> Context: ...
 def report_json(*journals: str | os.PathLike[str], skip_invalid: bool = False) -> str: ...

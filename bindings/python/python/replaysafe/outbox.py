@@ -9,6 +9,7 @@ connection, so the row commits or rolls back with the caller's data.
 
 from __future__ import annotations
 
+import os
 import re as _re
 import sqlite3 as _sqlite3
 from dataclasses import dataclass
@@ -46,14 +47,28 @@ def stage(
     *,
     route: str,
     effect: Webhook,
-    client: WebhookClient,
+    client: WebhookClient | None = None,
+    routes: str | os.PathLike[str] | None = None,
+    journal: str | os.PathLike[str] | None = None,
     source_version: int = 0,
 ) -> Staged:
-    """Stages ``effect`` for ``route`` (delivered by ``client``'s configuration, which the
-    worker's routes file must hold under the same name) on ``conn``, in the caller's
-    transaction. A replay's effect becomes a ``suppressed`` row and is journaled "would
-    have sent" now; a current run's a ``pending`` row a worker delivers."""
-    params, key, status, reasons = _stage_params(cx, route, client, effect, source_version)
+    """Stages ``effect`` for ``route`` on ``conn``, in the caller's transaction.
+
+    The route's client is the one the worker delivers with, so that staging derives the
+    key the worker will: by default ``route`` of the worker's routes file (``routes=`` or
+    ``REPLAYSAFE_OUTBOX_ROUTES``, journaling a suppression to ``journal=`` or
+    ``REPLAYSAFE_JOURNAL``), or ``client`` when given (the routes file must then hold the
+    same configuration under that name). A replay's effect becomes a ``suppressed`` row,
+    journaled "would have sent" now; a current run's a ``pending`` row a worker delivers."""
+    params, key, status, reasons = _stage_params(
+        cx,
+        route,
+        client,
+        effect,
+        source_version,
+        routes=None if routes is None else os.fspath(routes),
+        journal=None if journal is None else os.fspath(journal),
+    )
     if isinstance(conn, _sqlite3.Connection):
         changed = conn.execute(_SQLITE_STAGE_SQL, params).rowcount
     elif type(conn).__module__.startswith("psycopg"):
