@@ -682,6 +682,27 @@ impl PyTriggerClient {
     }
 }
 
+/// The file drop `SftpClient.send` describes.
+fn file_drop(
+    name: &str,
+    data: Option<Vec<u8>>,
+    file: Option<PathBuf>,
+    message_type: &str,
+) -> PyResult<replaysafe_sftp::FileDrop> {
+    match (data, file) {
+        (Some(data), None) => Ok(replaysafe_sftp::FileDrop::from_bytes(
+            message_type,
+            name,
+            data,
+        )),
+        (None, Some(file)) => replaysafe_sftp::FileDrop::from_file(message_type, name, &file)
+            .map_err(|e| ConfigError::new_err(format!("SftpClient.send: file: {}", chain(&e)))),
+        _ => Err(ConfigError::new_err(
+            "SftpClient.send: give data (bytes) or file (a path), one of them",
+        )),
+    }
+}
+
 /// Partner file drops over SFTP through the gate: the host key checked first, an upload
 /// under a temporary name, then a rename; a file already present with the same content is
 /// success, with other content a refusal. The configuration's fields as keywords
@@ -740,6 +761,23 @@ impl PySftpClient {
         send_one(py, &self.guard, cx, &drop, raise_on_failure)
     }
 
+    /// [`send`](Self::send) as an awaitable, for asyncio code.
+    #[pyo3(signature = (cx, *, name, data = None, file = None, message_type = "file_drop", raise_on_failure = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn send_async<'py>(
+        &self,
+        py: Python<'py>,
+        cx: &Context,
+        name: &str,
+        data: Option<Vec<u8>>,
+        file: Option<PathBuf>,
+        message_type: &str,
+        raise_on_failure: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let drop = file_drop(name, data, file, message_type)?;
+        send_later(py, &self.guard, cx, drop, raise_on_failure)
+    }
+
     fn __repr__(&self) -> String {
         "SftpClient(..)".to_owned()
     }
@@ -747,9 +785,62 @@ impl PySftpClient {
 
 /// The receiver of an AlertClient.
 enum AlertGuard {
-    Alertmanager(Guard<replaysafe_alert::AlertmanagerClient>),
-    PagerDuty(Guard<replaysafe_alert::PagerDutyClient>),
-    Slack(Guard<replaysafe_alert::SlackClient>),
+    Alertmanager(Arc<Guard<replaysafe_alert::AlertmanagerClient>>),
+    PagerDuty(Arc<Guard<replaysafe_alert::PagerDutyClient>>),
+    Slack(Arc<Guard<replaysafe_alert::SlackClient>>),
+}
+
+/// What an AlertClient sends.
+enum AlertEffect {
+    Alert(replaysafe_alert::Alert),
+    Slack(replaysafe_alert::SlackMessage),
+}
+
+impl PyAlertClient {
+    /// The effect `send` describes, for this client's receiver.
+    #[allow(clippy::too_many_arguments)]
+    fn effect(
+        &self,
+        alertname: String,
+        summary: Option<String>,
+        severity: &str,
+        labels: Option<std::collections::BTreeMap<String, String>>,
+        details: Option<std::collections::BTreeMap<String, String>>,
+        resolve: bool,
+        text: Option<String>,
+    ) -> PyResult<AlertEffect> {
+        use replaysafe_alert::{Alert, Severity, SlackMessage};
+        if let AlertGuard::Slack(_) = &self.guard {
+            let text = text.or(summary).ok_or_else(|| {
+                ConfigError::new_err("AlertClient.send: text: required for Slack")
+            })?;
+            return Ok(AlertEffect::Slack(SlackMessage::new(alertname, text)));
+        }
+        let severity = match severity {
+            "critical" => Severity::Critical,
+            "error" => Severity::Error,
+            "warning" => Severity::Warning,
+            "info" => Severity::Info,
+            _ => {
+                return Err(ConfigError::new_err(
+                    "AlertClient.send: severity: expected critical, error, warning or info",
+                ));
+            }
+        };
+        let summary = summary.unwrap_or_else(|| alertname.clone());
+        let mut alert = Alert::trigger(alertname, summary).with_severity(severity);
+        for (name, value) in labels.unwrap_or_default() {
+            alert = alert.with_label(name, value);
+        }
+        for (name, value) in details.unwrap_or_default() {
+            alert = alert.with_detail(name, value);
+        }
+        Ok(AlertEffect::Alert(if resolve {
+            alert.resolved()
+        } else {
+            alert
+        }))
+    }
 }
 
 /// Alerts through the gate: `kind="alertmanager"` (`url`), `"pagerduty"`
@@ -775,17 +866,17 @@ impl PyAlertClient {
             "alertmanager" => {
                 let (config, layer): (replaysafe_alert::AlertmanagerConfig, _) =
                     client_parts(py, "AlertClient", &[], fields, journal, ledger)?;
-                AlertGuard::Alertmanager(config.build(layer).map_err(failed)?)
+                AlertGuard::Alertmanager(Arc::new(config.build(layer).map_err(failed)?))
             }
             "pagerduty" => {
                 let (config, layer): (replaysafe_alert::PagerDutyConfig, _) =
                     client_parts(py, "AlertClient", &[], fields, journal, ledger)?;
-                AlertGuard::PagerDuty(config.build(layer).map_err(failed)?)
+                AlertGuard::PagerDuty(Arc::new(config.build(layer).map_err(failed)?))
             }
             "slack" => {
                 let (config, layer): (replaysafe_alert::SlackConfig, _) =
                     client_parts(py, "AlertClient", &[], fields, journal, ledger)?;
-                AlertGuard::Slack(config.build(layer).map_err(failed)?)
+                AlertGuard::Slack(Arc::new(config.build(layer).map_err(failed)?))
             }
             _ => {
                 return Err(ConfigError::new_err(
@@ -813,40 +904,49 @@ impl PyAlertClient {
         text: Option<String>,
         raise_on_failure: bool,
     ) -> PyResult<Outcome> {
-        use replaysafe_alert::{Alert, Severity, SlackMessage};
-        if let AlertGuard::Slack(guard) = &self.guard {
-            let text = text.or(summary).ok_or_else(|| {
-                ConfigError::new_err("AlertClient.send: text: required for Slack")
-            })?;
-            let message = SlackMessage::new(alertname, text);
-            return send_one(py, guard, cx, &message, raise_on_failure);
-        }
-        let severity = match severity {
-            "critical" => Severity::Critical,
-            "error" => Severity::Error,
-            "warning" => Severity::Warning,
-            "info" => Severity::Info,
-            _ => {
-                return Err(ConfigError::new_err(
-                    "AlertClient.send: severity: expected critical, error, warning or info",
-                ));
+        let effect = self.effect(alertname, summary, severity, labels, details, resolve, text)?;
+        match (&self.guard, effect) {
+            (AlertGuard::Slack(guard), AlertEffect::Slack(message)) => {
+                send_one(py, guard, cx, &message, raise_on_failure)
             }
-        };
-        let summary = summary.unwrap_or_else(|| alertname.clone());
-        let mut alert = Alert::trigger(alertname, summary).with_severity(severity);
-        for (name, value) in labels.unwrap_or_default() {
-            alert = alert.with_label(name, value);
+            (AlertGuard::Alertmanager(guard), AlertEffect::Alert(alert)) => {
+                send_one(py, guard, cx, &alert, raise_on_failure)
+            }
+            (AlertGuard::PagerDuty(guard), AlertEffect::Alert(alert)) => {
+                send_one(py, guard, cx, &alert, raise_on_failure)
+            }
+            _ => unreachable!("the effect is made for the guard"),
         }
-        for (name, value) in details.unwrap_or_default() {
-            alert = alert.with_detail(name, value);
-        }
-        if resolve {
-            alert = alert.resolved();
-        }
-        match &self.guard {
-            AlertGuard::Alertmanager(guard) => send_one(py, guard, cx, &alert, raise_on_failure),
-            AlertGuard::PagerDuty(guard) => send_one(py, guard, cx, &alert, raise_on_failure),
-            AlertGuard::Slack(_) => unreachable!("Slack is sent above"),
+    }
+
+    /// [`send`](Self::send) as an awaitable, for asyncio code.
+    #[pyo3(signature = (cx, *, alertname, summary = None, severity = "error", labels = None, details = None, resolve = false, text = None, raise_on_failure = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn send_async<'py>(
+        &self,
+        py: Python<'py>,
+        cx: &Context,
+        alertname: String,
+        summary: Option<String>,
+        severity: &str,
+        labels: Option<std::collections::BTreeMap<String, String>>,
+        details: Option<std::collections::BTreeMap<String, String>>,
+        resolve: bool,
+        text: Option<String>,
+        raise_on_failure: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let effect = self.effect(alertname, summary, severity, labels, details, resolve, text)?;
+        match (&self.guard, effect) {
+            (AlertGuard::Slack(guard), AlertEffect::Slack(message)) => {
+                send_later(py, guard, cx, message, raise_on_failure)
+            }
+            (AlertGuard::Alertmanager(guard), AlertEffect::Alert(alert)) => {
+                send_later(py, guard, cx, alert, raise_on_failure)
+            }
+            (AlertGuard::PagerDuty(guard), AlertEffect::Alert(alert)) => {
+                send_later(py, guard, cx, alert, raise_on_failure)
+            }
+            _ => unreachable!("the effect is made for the guard"),
         }
     }
 
@@ -857,8 +957,69 @@ impl PyAlertClient {
 
 /// The receiver of a MetricClient.
 enum MetricGuard {
-    Pushgateway(Guard<replaysafe_metrics::PushgatewayClient>),
-    Statsd(Guard<replaysafe_metrics::StatsdClient>),
+    Pushgateway(Arc<Guard<replaysafe_metrics::PushgatewayClient>>),
+    Statsd(Arc<Guard<replaysafe_metrics::StatsdClient>>),
+}
+
+/// What a MetricClient sends: one Pushgateway group, or StatsD lines.
+enum MetricEffects {
+    Push(replaysafe_metrics::Push),
+    Lines(Vec<replaysafe_metrics::StatsdMetric>),
+}
+
+impl PyMetricClient {
+    /// The effects `send` describes, every one checked before any is sent.
+    fn effects(
+        &self,
+        metrics: std::collections::BTreeMap<String, f64>,
+        kind: &str,
+        job: Option<String>,
+        grouping_labels: Option<std::collections::BTreeMap<String, String>>,
+    ) -> PyResult<MetricEffects> {
+        use replaysafe_metrics::{Push, Sample, StatsdMetric};
+        let counter = match kind {
+            "gauge" => false,
+            "counter" => true,
+            _ => {
+                return Err(ConfigError::new_err(
+                    "MetricClient.send: type: expected gauge or counter",
+                ));
+            }
+        };
+        if let MetricGuard::Pushgateway(_) = &self.guard {
+            let job = job.ok_or_else(|| {
+                ConfigError::new_err("MetricClient.send: job: required for a Pushgateway")
+            })?;
+            let mut push = Push::replace(job);
+            for (name, value) in grouping_labels.unwrap_or_default() {
+                push = push.with_grouping_label(name, value);
+            }
+            for (name, value) in metrics {
+                push = push.with_sample(if counter {
+                    Sample::counter(name, value)
+                } else {
+                    Sample::gauge(name, value)
+                });
+            }
+            return Ok(MetricEffects::Push(push));
+        }
+        metrics
+            .into_iter()
+            .map(|(name, value)| {
+                if !counter {
+                    return Ok(StatsdMetric::gauge(name, value));
+                }
+                if value.fract() != 0.0 || !value.is_finite() {
+                    return Err(ConfigError::new_err(format!(
+                        "MetricClient.send: metrics: a counter's value is a whole number ({name})"
+                    )));
+                }
+                #[allow(clippy::cast_possible_truncation)]
+                Ok(StatsdMetric::counter(name, value as i64))
+            })
+            .collect::<PyResult<Vec<_>>>()
+            .map(MetricEffects::Lines)
+    }
 }
 
 /// Metrics through the gate: `kind="pushgateway"` (`url`; one group replaced per send)
@@ -884,12 +1045,12 @@ impl PyMetricClient {
             "pushgateway" => {
                 let (config, layer): (replaysafe_metrics::PushgatewayConfig, _) =
                     client_parts(py, "MetricClient", &[], fields, journal, ledger)?;
-                MetricGuard::Pushgateway(config.build(layer).map_err(failed)?)
+                MetricGuard::Pushgateway(Arc::new(config.build(layer).map_err(failed)?))
             }
             "statsd" => {
                 let (config, layer): (replaysafe_metrics::StatsdConfig, _) =
                     client_parts(py, "MetricClient", &[], fields, journal, ledger)?;
-                MetricGuard::Statsd(config.build(layer).map_err(failed)?)
+                MetricGuard::Statsd(Arc::new(config.build(layer).map_err(failed)?))
             }
             _ => {
                 return Err(ConfigError::new_err(
@@ -902,7 +1063,7 @@ impl PyMetricClient {
 
     /// Sends `metrics` (name → value): to a Pushgateway as the group `job` (with
     /// `grouping_labels`), one Outcome; over StatsD one line and one Outcome per metric.
-    /// `type` is `gauge` or `counter`.
+    /// `type` is `gauge` or `counter`. Every metric is checked before the first is sent.
     #[pyo3(signature = (cx, *, metrics, r#type = "gauge", job = None, grouping_labels = None, raise_on_failure = false))]
     #[allow(clippy::too_many_arguments)]
     fn send(
@@ -915,51 +1076,56 @@ impl PyMetricClient {
         grouping_labels: Option<std::collections::BTreeMap<String, String>>,
         raise_on_failure: bool,
     ) -> PyResult<Vec<Outcome>> {
-        use replaysafe_metrics::{Push, Sample, StatsdMetric};
-        let counter = match r#type {
-            "gauge" => false,
-            "counter" => true,
-            _ => {
-                return Err(ConfigError::new_err(
-                    "MetricClient.send: type: expected gauge or counter",
-                ));
-            }
-        };
-        match &self.guard {
-            MetricGuard::Pushgateway(guard) => {
-                let job = job.ok_or_else(|| {
-                    ConfigError::new_err("MetricClient.send: job: required for a Pushgateway")
-                })?;
-                let mut push = Push::replace(job);
-                for (name, value) in grouping_labels.unwrap_or_default() {
-                    push = push.with_grouping_label(name, value);
-                }
-                for (name, value) in metrics {
-                    push = push.with_sample(if counter {
-                        Sample::counter(name, value)
-                    } else {
-                        Sample::gauge(name, value)
-                    });
-                }
+        match (
+            &self.guard,
+            self.effects(metrics, r#type, job, grouping_labels)?,
+        ) {
+            (MetricGuard::Pushgateway(guard), MetricEffects::Push(push)) => {
                 Ok(vec![send_one(py, guard, cx, &push, raise_on_failure)?])
             }
-            MetricGuard::Statsd(guard) => metrics
-                .into_iter()
-                .map(|(name, value)| {
-                    let metric = if counter {
-                        if value.fract() != 0.0 || !value.is_finite() {
-                            return Err(ConfigError::new_err(format!(
-                                "MetricClient.send: metrics: a counter's value is a whole number ({name})"
-                            )));
-                        }
-                        #[allow(clippy::cast_possible_truncation)]
-                        StatsdMetric::counter(name, value as i64)
-                    } else {
-                        StatsdMetric::gauge(name, value)
-                    };
-                    send_one(py, guard, cx, &metric, raise_on_failure)
-                })
+            (MetricGuard::Statsd(guard), MetricEffects::Lines(lines)) => lines
+                .iter()
+                .map(|line| send_one(py, guard, cx, line, raise_on_failure))
                 .collect(),
+            _ => unreachable!("the effects are made for the guard"),
+        }
+    }
+
+    /// [`send`](Self::send) as an awaitable, for asyncio code.
+    #[pyo3(signature = (cx, *, metrics, r#type = "gauge", job = None, grouping_labels = None, raise_on_failure = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn send_async<'py>(
+        &self,
+        py: Python<'py>,
+        cx: &Context,
+        metrics: std::collections::BTreeMap<String, f64>,
+        r#type: &str,
+        job: Option<String>,
+        grouping_labels: Option<std::collections::BTreeMap<String, String>>,
+        raise_on_failure: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let effects = self.effects(metrics, r#type, job, grouping_labels)?;
+        let context = cx.inner.clone();
+        match (&self.guard, effects) {
+            (MetricGuard::Pushgateway(guard), MetricEffects::Push(push)) => {
+                let guard = guard.clone();
+                pyo3_async_runtimes::tokio::future_into_py(py, async move {
+                    let result = guard.send(&context, &push).await;
+                    Ok(vec![outcome(&result, None, raise_on_failure)?])
+                })
+            }
+            (MetricGuard::Statsd(guard), MetricEffects::Lines(lines)) => {
+                let guard = guard.clone();
+                pyo3_async_runtimes::tokio::future_into_py(py, async move {
+                    let mut outcomes = Vec::with_capacity(lines.len());
+                    for line in &lines {
+                        let result = guard.send(&context, line).await;
+                        outcomes.push(outcome(&result, None, raise_on_failure)?);
+                    }
+                    Ok(outcomes)
+                })
+            }
+            _ => unreachable!("the effects are made for the guard"),
         }
     }
 

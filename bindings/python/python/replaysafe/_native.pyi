@@ -203,6 +203,16 @@ class SftpClient:
         message_type: str = "file_drop",
         raise_on_failure: bool = False,
     ) -> Outcome: ...
+    def send_async(
+        self,
+        cx: Context,
+        *,
+        name: str,
+        data: bytes | None = None,
+        file: str | os.PathLike[str] | None = None,
+        message_type: str = "file_drop",
+        raise_on_failure: bool = False,
+    ) -> Awaitable[Outcome]: ...
 
 @final
 class AlertClient:
@@ -227,6 +237,19 @@ class AlertClient:
         text: str | None = None,
         raise_on_failure: bool = False,
     ) -> Outcome: ...
+    def send_async(
+        self,
+        cx: Context,
+        *,
+        alertname: str,
+        summary: str | None = None,
+        severity: str = "error",
+        labels: dict[str, str] | None = None,
+        details: dict[str, str] | None = None,
+        resolve: bool = False,
+        text: str | None = None,
+        raise_on_failure: bool = False,
+    ) -> Awaitable[Outcome]: ...
 
 @final
 class MetricClient:
@@ -248,6 +271,16 @@ class MetricClient:
         grouping_labels: dict[str, str] | None = None,
         raise_on_failure: bool = False,
     ) -> list[Outcome]: ...
+    def send_async(
+        self,
+        cx: Context,
+        *,
+        metrics: dict[str, float],
+        type: str = ...,  # "gauge" or "counter"; default "gauge"
+        job: str | None = None,
+        grouping_labels: dict[str, str] | None = None,
+        raise_on_failure: bool = False,
+    ) -> Awaitable[list[Outcome]]: ...
 
 @final
 class Webhook:
