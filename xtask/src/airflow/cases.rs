@@ -560,3 +560,113 @@ pub(super) fn case_trigger(
     );
     Ok(())
 }
+
+/// (e) The Python API's `TriggerClient` against the same API server, from the wheel
+/// installed into a fresh virtualenv: a backfill's trigger creates nothing; a current
+/// run's creates one run with its conf and lineage; the same trigger again (a cleared
+/// task) is suppressed by the journal's memory and creates no second run.
+pub(super) fn case_python_trigger(world: &World<'_>, checks: &mut Checks) -> anyhow::Result<()> {
+    let case = "(e)";
+    let api = &world.api;
+    let dir = world.out.join("python-trigger");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    let wheel = crate::dist::build_wheel("dev")?;
+    let venv = dir.join("venv");
+    crate::system::exec(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    crate::system::exec(
+        Command::new(venv.join("bin/python"))
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-input",
+                "--no-index",
+            ])
+            .arg(&wheel),
+    )?;
+    // Another instant than case (d)'s, so the downstream's logical dates do not collide.
+    let now = Utc::now().timestamp();
+    let tick = DateTime::from_timestamp(now - now % 60 - 180, 0).context("the tick")?;
+    let tick_text = tick.to_rfc3339();
+    let script = r#"
+import json, os, sys
+import replaysafe
+base, downstream, journal = sys.argv[1:4]
+def context(run_id):
+    return replaysafe.context(env={
+        "AIRFLOW_CTX_DAG_ID": "upstream_py",
+        "AIRFLOW_CTX_DAG_RUN_ID": run_id,
+        "AIRFLOW_CTX_LOGICAL_DATE": os.environ["TICK"],
+        "AIRFLOW_CTX_TRY_NUMBER": "1",
+    })
+trigger = replaysafe.TriggerClient(airflow=base, user=os.environ["ADMIN"],
+                                   password_env="XTASK_AIRFLOW_PASSWORD",
+                                   allow_hosts=["127.0.0.1"], journal=journal)
+outs = [
+    trigger.send(context("backfill__" + os.environ["TICK"]), name=downstream, conf={"source": "python"}),
+    trigger.send(context("scheduled__" + os.environ["TICK"]), name=downstream, conf={"source": "python"}),
+    trigger.send(context("scheduled__" + os.environ["TICK"]), name=downstream, conf={"source": "python"}),
+]
+print(json.dumps([[o.decision, o.reasons, o.idempotency_key, o.error] for o in outs]))
+"#;
+    let base = format!("http://127.0.0.1:{}", api.port);
+    let count_python_runs = || -> anyhow::Result<Vec<Value>> {
+        let answer = api.get(&format!("/api/v2/dags/{DOWNSTREAM}/dagRuns?limit=100"))?;
+        Ok(answer["dag_runs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|run| run["conf"]["source"] == "python")
+            .collect())
+    };
+    let output = Command::new(venv.join("bin/python"))
+        .arg("-c")
+        .arg(script)
+        .arg(&base)
+        .arg(DOWNSTREAM)
+        .arg(dir.join("journal.jsonl"))
+        .env("TICK", &tick_text)
+        .env("ADMIN", ADMIN)
+        .env("XTASK_AIRFLOW_PASSWORD", api.password())
+        .stdin(Stdio::null())
+        .output()
+        .context("running the Python trigger")?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let outs: Vec<Value> = serde_json::from_str(stdout.trim()).unwrap_or_default();
+    let runs = count_python_runs()?;
+    let decision = |n: usize| outs.get(n).and_then(|o| o[0].as_str()).unwrap_or("?");
+    let key = outs.get(1).and_then(|o| o[2].as_str()).unwrap_or("?");
+    checks.record(
+        &format!("{case} Python: a backfill's trigger creates no run"),
+        output.status.success() && decision(0) == "suppressed",
+        format!("exit {:?}, {stdout} {stderr}", output.status.code()),
+    );
+    checks.record(
+        &format!(
+            "{case} Python: a current run's trigger creates one run with its conf and lineage, keyed by the journal's key"
+        ),
+        decision(1) == "delivered"
+            && runs.len() == 1
+            && runs[0]["conf"]["replaysafe"]["upstream"][0]["pipeline"] == "upstream_py"
+            && runs[0]["dag_run_id"]
+                .as_str()
+                .is_some_and(|id| id.ends_with(&format!("replaysafe-{key}"))),
+        format!("{stdout} runs {runs:?}"),
+    );
+    checks.record(
+        &format!("{case} Python: the same trigger again is suppressed as already delivered"),
+        decision(2) == "suppressed"
+            && outs
+                .get(2)
+                .is_some_and(|o| o[1].to_string().contains("already_delivered"))
+            && runs.len() == 1,
+        format!("{stdout}"),
+    );
+    Ok(())
+}

@@ -223,6 +223,17 @@ fn drive(steps: &mut Steps, checks: &mut Checks) -> anyhow::Result<()> {
     if let Err(error) = result {
         checks.record("(d) the trigger checks ran", false, format!("{error:#}"));
     }
+    not_interrupted()?;
+    let result = steps.time("case (e) the Python API's TriggerClient", || {
+        case_python_trigger(&world, checks)
+    });
+    if let Err(error) = result {
+        checks.record(
+            "(e) the Python trigger checks ran",
+            false,
+            format!("{error:#}"),
+        );
+    }
     steps.time("stop", || {
         deployment.stop();
         Ok(())
