@@ -7,81 +7,15 @@ and pytest.
 from __future__ import annotations
 
 import datetime as dt
-import http.server
 import json
-import threading
 from pathlib import Path
-
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 import replaysafe
+from support import Receiver, env_of, records
 
 SECRET = "whsec_cHl0aG9uLWNhbmFyeS1zZWNyZXQtZG8tbm90LWxvZw=="
-
-
-class Receiver:
-    """An HTTP server on 127.0.0.1 that records every POST and answers `status`."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, dict[str, str], bytes]] = []
-        self.status = 200
-        receiver = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
-                length = int(self.headers.get("Content-Length", "0"))
-                body = self.rfile.read(length)
-                receiver.requests.append(
-                    (self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-                )
-                self.send_response(receiver.status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        port = self.server.server_address[1]
-        return f"http://127.0.0.1:{port}/hooks/orders"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture()
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
-
-
-def rfc3339(t: dt.datetime) -> str:
-    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def env_of(run_kind: str, run_id: str, days_ago: int = 0) -> dict[str, str]:
-    end = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=days_ago, minutes=5)
-    return {
-        "REPLAYSAFE_PIPELINE": "daily_orders",
-        "REPLAYSAFE_RUN_ID": run_id,
-        "REPLAYSAFE_RUN_KIND": run_kind,
-        "REPLAYSAFE_WINDOW_START": rfc3339(end - dt.timedelta(hours=1)),
-        "REPLAYSAFE_WINDOW_END": rfc3339(end),
-    }
-
-
-def records(journal: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in journal.read_text().splitlines()]
 
 
 def test_a_scheduled_run_delivers_once_under_the_journaled_key(receiver: Receiver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,20 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import replaysafe
-from test_api import Receiver, env_of, records
-
-
-@pytest.fixture()
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
+from support import Receiver, env_of, records
 
 
 def test_webhooks_sent_concurrently_from_asyncio(receiver: Receiver, tmp_path: Path) -> None:

@@ -4,41 +4,15 @@ the Rust tests use, a loopback receiver (trigger URL, Slack) and a UDP socket (S
 from __future__ import annotations
 
 import json
-import os
 import socket
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import replaysafe
-from test_api import Receiver, env_of, records
-
-
-@pytest.fixture()
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
-
-
-def server(variable: str) -> str:
-    url = os.environ.get(variable)
-    if not url:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{variable} is required under CI")
-        pytest.skip(f"{variable} is not set: run under cargo xtask ci")
-    return url
-
-
-def current() -> replaysafe.Context:
-    return replaysafe.context(env=env_of("scheduled", "scheduled__2026-12-01T00:00:00+00:00"))
-
-
-def backfill() -> replaysafe.Context:
-    return replaysafe.context(env=env_of("backfill", "backfill__2026-11-01T00:00:00+00:00", 30))
+from support import Receiver, backfill, current, records, server
 
 
 def test_a_trigger_carries_its_conf_and_the_runs_lineage(receiver: Receiver, tmp_path: Path) -> None:

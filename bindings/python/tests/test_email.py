@@ -3,24 +3,18 @@ writing what it accepts to a maildir)."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 
 import pytest
 
 import replaysafe
-from test_api import env_of, records
+from support import env_of, records, server
 
 
 def smtp() -> tuple[str, Path]:
-    port = os.environ.get("REPLAYSAFE_TEST_SMTP_PORT")
-    maildir = os.environ.get("REPLAYSAFE_TEST_SMTP_MAILDIR")
-    if not port or not maildir:
-        if os.environ.get("CI") == "true":
-            pytest.fail("REPLAYSAFE_TEST_SMTP_PORT and REPLAYSAFE_TEST_SMTP_MAILDIR are required under CI")
-        pytest.skip("no SMTP test server: run under cargo xtask ci")
-    return f"smtp://127.0.0.1:{port}", Path(maildir)
+    port = server("REPLAYSAFE_TEST_SMTP_PORT")
+    return f"smtp://127.0.0.1:{port}", Path(server("REPLAYSAFE_TEST_SMTP_MAILDIR"))
 
 
 def arrived(maildir: Path, subject: str) -> int:

@@ -8,22 +8,12 @@ import os
 import sqlite3
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import replaysafe
-from test_api import Receiver, env_of, records
-
-
-@pytest.fixture()
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
+from support import Receiver, env_of, fresh_postgres, records
 
 
 def command(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -116,27 +106,11 @@ def test_a_connection_of_another_kind_is_refused(receiver: Receiver, tmp_path: P
         )
 
 
-def postgres() -> tuple[Any, str]:
-    """psycopg (from the path the test servers give) and a fresh database's URL."""
-    url = os.environ.get("REPLAYSAFE_TEST_POSTGRES_URL")
-    path = os.environ.get("REPLAYSAFE_TEST_PSYCOPG_PYTHONPATH")
-    if not url or not path:
-        if os.environ.get("CI") == "true":
-            pytest.fail("REPLAYSAFE_TEST_POSTGRES_URL and REPLAYSAFE_TEST_PSYCOPG_PYTHONPATH are required under CI")
-        pytest.skip("no PostgreSQL test server: run under cargo xtask ci")
-    sys.path.insert(0, path)
-    import psycopg  # type: ignore[import-not-found, unused-ignore]
-
-    name = f"py_outbox_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    return psycopg, f"{url.rsplit('/', 1)[0]}/{name}"
-
-
 def test_psycopg_rolled_back_leaves_no_row_committed_is_delivered(
     receiver: Receiver, tmp_path: Path
 ) -> None:
-    psycopg, url = postgres()
+    psycopg, url, password = fresh_postgres("py_outbox")
+    url = url.replace("@", f":{password}@", 1)
     journal = tmp_path / "journal.jsonl"
     command("outbox", "init", "--database", url)
     hook = client(receiver, journal)
