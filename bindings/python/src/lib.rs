@@ -180,7 +180,8 @@ struct Outcome {
     /// The gate's reasons.
     #[pyo3(get)]
     reasons: Vec<String>,
-    /// The idempotency key (64 hex digits); the receiver got it when delivered.
+    /// The idempotency key (64 hex digits); the receiver got it when delivered. Empty for a
+    /// failed delivery: the journal's `failed` record names its key.
     #[pyo3(get)]
     idempotency_key: String,
     /// Attempts made (0 when suppressed).
@@ -327,22 +328,21 @@ fn json_value(py: Python<'_>, what: &str, value: &Bound<'_, PyAny>) -> PyResult<
     serde_json::from_str(&text).map_err(|e| ConfigError::new_err(format!("{what}: {e}")))
 }
 
-/// A client configuration from keyword arguments, read as the Rust type reads a routes
-/// file: an unknown argument is an error naming it.
+/// A client configuration from keyword arguments, read as a route of the routes file is
+/// read (`replaysafe::routes::config_from_json`): an unknown argument is named, a secret
+/// where a variable name belongs is refused naming the argument, and no message quotes a
+/// value.
 fn config_from<T: serde::de::DeserializeOwned>(
     py: Python<'_>,
     client: &str,
     fields: &Bound<'_, PyDict>,
 ) -> PyResult<T> {
     let value = json_value(py, client, fields.as_any())?;
-    serde_json::from_value(value).map_err(|e| {
-        let text = e.to_string();
-        let shown = if text.starts_with(replaysafe_core::EnvVarName::NOT_A_NAME) {
-            replaysafe_core::EnvVarName::NOT_A_NAME.to_owned()
-        } else {
-            text.replace("unknown field", "unknown keyword argument")
-        };
-        ConfigError::new_err(format!("{client}: {shown}"))
+    replaysafe::routes::config_from_json(client, value).map_err(|e| {
+        ConfigError::new_err(
+            e.to_string()
+                .replace("unknown field", "unknown keyword argument"),
+        )
     })
 }
 
@@ -1161,8 +1161,8 @@ impl PyWebhook {
 /// The staging statement's parameters, the row's key, its status and reasons.
 type StagedParams<'py> = (Vec<Bound<'py, PyAny>>, String, &'static str, Vec<String>);
 
-/// Routes built from routes files, by file and route name, each built once.
-type RoutesByFile = HashMap<(PathBuf, String), Arc<Route<WebhookClient>>>;
+/// Routes built from routes files, by file, route name and journal, each built once.
+type RoutesByFile = HashMap<(PathBuf, String, Option<PathBuf>), Arc<Route<WebhookClient>>>;
 
 /// The route `name` of the routes file `path` (or REPLAYSAFE_OUTBOX_ROUTES), journaling
 /// to `journal`: the client the worker will deliver with, so staging derives its key.
@@ -1187,7 +1187,8 @@ fn route_from_file(
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let at = (path.clone(), name.to_owned());
+    // The journal is part of the key: a suppression is journaled where the caller said.
+    let at = (path.clone(), name.to_owned(), journal.clone());
     if let Some(route) = routes.get(&at) {
         return Ok(route.clone());
     }

@@ -116,8 +116,16 @@ def test_a_secret_pasted_where_a_variable_name_belongs_is_refused_without_repeat
         replaysafe.WebhookClient(
             "https://partner.example/hooks", secret_env=SECRET, journal=tmp_path / "j.jsonl"
         )
-    assert "secret_env" in str(refused.value) or "variable" in str(refused.value)
+    assert "WebhookClient: secret_env" in str(refused.value), refused.value
     assert SECRET not in str(refused.value)
+    # A secret typed into a field of another type is not quoted either.
+    with pytest.raises(replaysafe.ConfigError) as refused:
+        replaysafe.WebhookClient(
+            "https://partner.example/hooks",
+            allow_hosts=SECRET,  # type: ignore[arg-type]  # the mistake under test
+            journal=tmp_path / "j.jsonl",
+        )
+    assert "wrong type" in str(refused.value) and SECRET not in str(refused.value)
 
 
 def test_secrets_reach_no_repr_exception_or_journal(receiver: Receiver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:

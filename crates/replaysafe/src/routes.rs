@@ -184,30 +184,55 @@ impl RoutesFile {
 fn check_secret_fields(file: &serde_json::Value) -> Result<(), RoutesError> {
     let routes = file.get("routes").and_then(serde_json::Value::as_object);
     for (route, config) in routes.into_iter().flatten() {
-        for (field, value) in config.as_object().into_iter().flatten() {
-            if !field.ends_with("_env") {
-                continue;
-            }
-            let names: Vec<(String, &serde_json::Value)> = match value {
-                serde_json::Value::Object(map) => map
-                    .iter()
-                    .map(|(key, value)| (format!("{field}.{key}"), value))
-                    .collect(),
-                other => vec![(field.clone(), other)],
-            };
-            for (at, name) in names {
-                if let Some(name) = name.as_str() {
-                    EnvVarName::parse(format!("route {route}: {at}"), name).map_err(|e| {
-                        RoutesError::Invalid {
-                            at: String::new(),
-                            problem: e.to_string(),
-                        }
-                    })?;
-                }
+        check_env_fields(&format!("route {route}"), config)?;
+    }
+    Ok(())
+}
+
+/// Refuses every `…_env` field of `config` (or map entry of one) that is not a variable
+/// name, naming `place` and the field and never quoting the value.
+fn check_env_fields(place: &str, config: &serde_json::Value) -> Result<(), RoutesError> {
+    for (field, value) in config.as_object().into_iter().flatten() {
+        if !field.ends_with("_env") {
+            continue;
+        }
+        let names: Vec<(String, &serde_json::Value)> = match value {
+            serde_json::Value::Object(map) => map
+                .iter()
+                .map(|(key, value)| (format!("{field}.{key}"), value))
+                .collect(),
+            other => vec![(field.clone(), other)],
+        };
+        for (at, name) in names {
+            if let Some(name) = name.as_str() {
+                EnvVarName::parse(format!("{place}: {at}"), name).map_err(|e| {
+                    RoutesError::Invalid {
+                        at: String::new(),
+                        problem: e.to_string(),
+                    }
+                })?;
             }
         }
     }
     Ok(())
+}
+
+/// Reads one client configuration (`WebhookConfig`, `EmailConfig`, …) from JSON exactly as
+/// a route of the routes file is read, for other front ends (the Python API's keyword
+/// arguments): a `…_env` field that is not a variable name is refused naming `place` and
+/// the field, and no message quotes a value (a secret typed into the wrong field included).
+///
+/// # Errors
+/// [`RoutesError::Invalid`], naming the field at fault.
+pub fn config_from_json<T: serde::de::DeserializeOwned>(
+    place: &str,
+    config: serde_json::Value,
+) -> Result<T, RoutesError> {
+    check_env_fields(place, &config)?;
+    serde_json::from_value(config).map_err(|e| RoutesError::Invalid {
+        at: format!("{place}: "),
+        problem: classify(&e),
+    })
 }
 
 /// What is wrong with a routes file, without quoting its values.
@@ -270,6 +295,24 @@ mod tests {
             "d": {"kind": "statsd", "host": "127.0.0.1", "port": 8125}
         }}"#;
         assert_eq!(RoutesFile::parse(text).unwrap().routes.len(), 9);
+    }
+
+    #[test]
+    fn a_configuration_read_alone_names_the_field_and_quotes_no_value() {
+        let pasted =
+            serde_json::json!({"url": "http://127.0.0.1/h", "secret_env": "whsec_hunter2=="});
+        let shown = config_from_json::<replaysafe_webhook::WebhookConfig>("WebhookClient", pasted)
+            .unwrap_err()
+            .to_string();
+        assert!(shown.contains("WebhookClient: secret_env"), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        let misplaced =
+            serde_json::json!({"url": "http://127.0.0.1/h", "allow_hosts": "whsec_hunter2=="});
+        let shown =
+            config_from_json::<replaysafe_webhook::WebhookConfig>("WebhookClient", misplaced)
+                .unwrap_err()
+                .to_string();
+        assert_eq!(shown, "WebhookClient: a value has the wrong type");
     }
 
     #[test]

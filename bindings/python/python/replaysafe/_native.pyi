@@ -76,7 +76,8 @@ class Outcome:
     @property
     def reasons(self) -> list[str]: ...
     @property
-    def idempotency_key(self) -> str: ...
+    def idempotency_key(self) -> str:
+        """The key the receiver got; empty for a failed delivery (its journal record names it)."""
     @property
     def attempts(self) -> int: ...
     @property

@@ -71,11 +71,12 @@ def stage(
     )
     if isinstance(conn, _sqlite3.Connection):
         changed = conn.execute(_SQLITE_STAGE_SQL, params).rowcount
-    elif type(conn).__module__.startswith("psycopg"):
+    elif type(conn).__module__.split(".")[0] == "psycopg":  # psycopg 3, not psycopg2
         named = {f"p{index}": value for index, value in enumerate(params, start=1)}
         changed = conn.execute(_PSYCOPG_STAGE_SQL, named).rowcount
     else:
         raise TypeError(
-            f"conn: a sqlite3.Connection or a psycopg.Connection, not {type(conn).__name__}"
+            f"conn: a sqlite3.Connection or a psycopg (3) Connection, not "
+            f"{type(conn).__module__}.{type(conn).__name__}"
         )
     return Staged(key=key, status=status, reasons=list(reasons), changed=changed > 0)
