@@ -7,7 +7,10 @@ the same run, interleaved with it.
 - a delivered webhook from Python against httpx posting the same body to the same loopback
   receiver (answering at once), as a ratio of throughputs;
 - `outbox.stage` against a raw sqlite3 upsert of the same row (the same statement and
-  parameters, computed once), as a ratio of throughputs.
+  parameters, computed once), as a ratio of throughputs;
+- the Airflow policy's overhead per wrapped task: an operator the policy gates, run as the
+  task runner runs it, each task its own run, against the same operator unwrapped (median
+  of 20 tasks, and the mean of many), in a current run and in a backfill, ms/task.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import httpx
 
 import replaysafe
 from replaysafe import _native
+from replaysafe import airflow as rs_airflow
 
 REPEATS = 7
 
@@ -174,6 +178,59 @@ def main() -> None:
     figure("python.outbox.raw_upsert_per_second", 1 / upsert_s, "rows/s")
     figure("python.outbox.stage_vs_raw_sqlite3_throughput", upsert_s / stage_s,
            "the same statement and parameters through sqlite3, each in its own transaction, interleaved")
+
+    # The Airflow policy's overhead per wrapped task.
+    os.environ["REPLAYSAFE_JOURNAL"] = str(work / "airflow.jsonl")
+
+    class EmailOperator:
+        """Shaped like the smtp provider's operator; its execute does nothing."""
+
+        task_id = "daily_summary"
+        to = ["ana@shop.example"]
+        subject = "Daily orders"
+        html_content = "<p>1204 orders</p>"
+        outlets: list[object] = []
+
+        def execute(self, context: object) -> None:
+            return None
+
+    EmailOperator.__module__ = "airflow.providers.smtp.operators.smtp"
+    operator = EmailOperator()
+    rs_airflow.task_policy(operator)
+    now = dt.datetime.now(dt.timezone.utc)
+
+    def task_context(run_type: str, n: int) -> dict[str, object]:
+        # Each task its own run, as in Airflow: a distinct run id and logical date.
+        age = dt.timedelta(days=30) if run_type == "backfill" else dt.timedelta(minutes=5)
+        logical = now - age - dt.timedelta(seconds=n)
+        run = type("DagRun", (), {
+            "run_id": f"{run_type}__{n}", "run_type": run_type, "logical_date": logical,
+            "data_interval_start": None, "data_interval_end": None, "clear_number": 0,
+            "conf": {}, "consumed_asset_events": [],
+        })()
+        ti = type("TI", (), {"dag_id": "orders", "task_id": "daily_summary", "try_number": 1,
+                             "map_index": -1})()
+        return {"dag_run": run, "ti": ti, "task": operator}
+
+    def overhead(run_type: str, tasks: int) -> tuple[float, float]:
+        contexts = [task_context(run_type, n) for n in range(2 * tasks)]
+        wrapped, raw = [], []
+        for n in range(tasks):
+            started = time.perf_counter()
+            operator.execute(contexts[n])
+            wrapped.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            type(operator).execute(operator, contexts[tasks + n])
+            raw.append(time.perf_counter() - started)
+        median = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+        return median(wrapped) - median(raw), (sum(wrapped) - sum(raw)) / tasks
+
+    for run_type, name in (("scheduled", "current_run"), ("backfill", "backfill")):
+        overhead(run_type, 50)  # warm up
+        median20, _ = overhead(run_type, 20)
+        _, mean = overhead(run_type, 2000)
+        figure(f"python.airflow_policy.{name}.overhead_median_of_20", median20 * 1e3, "ms/task")
+        figure(f"python.airflow_policy.{name}.overhead_mean", mean * 1e3, "ms/task")
 
     (out / "python.json").write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
 

@@ -8,9 +8,11 @@
 
 #![forbid(unsafe_code)]
 
+mod gate;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use chrono::{DateTime, Utc};
 use pyo3::create_exception;
@@ -48,17 +50,53 @@ create_exception!(
     "A delivery failed (only with raise_on_failure=True), or its outcome could not be journaled."
 );
 
-/// The one Tokio runtime every client shares.
+/// The Tokio runtime every client of this process shares, created on first use (never at
+/// import) and created again in a child process after `fork`: a runtime's threads do not
+/// survive a fork, and Airflow's scheduler, executor and task supervisor each fork after
+/// importing `airflow_local_settings`. The parent's runtime is left to the parent.
 fn runtime() -> &'static tokio::runtime::Runtime {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("replaysafe")
-            .enable_all()
-            .build()
-            .expect("the replaysafe runtime starts")
-    })
+    static RUNTIME: Mutex<Option<(u32, &'static tokio::runtime::Runtime)>> = Mutex::new(None);
+    let pid = std::process::id();
+    let mut slot = RUNTIME.lock().unwrap_or_else(PoisonError::into_inner);
+    match *slot {
+        Some((owner, runtime)) if owner == pid => runtime,
+        _ => {
+            let runtime: &'static _ = Box::leak(Box::new(
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .thread_name("replaysafe")
+                    .enable_all()
+                    .build()
+                    .expect("the replaysafe runtime starts"),
+            ));
+            *slot = Some((pid, runtime));
+            runtime
+        }
+    }
+}
+
+/// An awaitable of `future` on [`runtime`]. The awaitables' runtime is registered once
+/// per process image, on the first `send_async`; a process forked after that gets an
+/// error naming the way out instead of a runtime whose threads are gone.
+fn later<'py, F, T>(py: Python<'py>, future: F) -> PyResult<Bound<'py, PyAny>>
+where
+    F: std::future::Future<Output = PyResult<T>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
+    static REGISTERED_BY: OnceLock<u32> = OnceLock::new();
+    let pid = std::process::id();
+    let registered_by = *REGISTERED_BY.get_or_init(|| {
+        let _ = pyo3_async_runtimes::tokio::init_with_runtime(runtime());
+        pid
+    });
+    if registered_by != pid {
+        return Err(Error::new_err(
+            "send_async: this process was forked from one that had already used send_async, \
+             and the runtime behind its awaitables did not survive the fork; use send here, or \
+             make the first send_async after the fork",
+        ));
+    }
+    pyo3_async_runtimes::tokio::future_into_py(py, future)
 }
 
 /// An error and every cause, once each: `a: b: c`.
@@ -548,7 +586,7 @@ impl PyEmailClient {
         let email = email_of(message_type, &sender, &to, subject, text, html)?;
         let guard = self.guard.clone();
         let cx = cx.inner.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        later(py, async move {
             email_outcomes(guard.send_email(&cx, &email).await, raise_on_failure)
         })
     }
@@ -608,7 +646,7 @@ where
 {
     let guard = guard.clone();
     let cx = cx.inner.clone();
-    pyo3_async_runtimes::tokio::future_into_py(py, async move {
+    later(py, async move {
         let result = guard.send(&cx, &effect).await;
         outcome(&result, None, raise_on_failure)
     })
@@ -1109,14 +1147,14 @@ impl PyMetricClient {
         match (&self.guard, effects) {
             (MetricGuard::Pushgateway(guard), MetricEffects::Push(push)) => {
                 let guard = guard.clone();
-                pyo3_async_runtimes::tokio::future_into_py(py, async move {
+                later(py, async move {
                     let result = guard.send(&context, &push).await;
                     Ok(vec![outcome(&result, None, raise_on_failure)?])
                 })
             }
             (MetricGuard::Statsd(guard), MetricEffects::Lines(lines)) => {
                 let guard = guard.clone();
-                pyo3_async_runtimes::tokio::future_into_py(py, async move {
+                later(py, async move {
                     let mut outcomes = Vec::with_capacity(lines.len());
                     for line in &lines {
                         let result = guard.send(&context, line).await;
@@ -1301,9 +1339,6 @@ fn report_json(py: Python<'_>, journals: Vec<PathBuf>, skip_invalid: bool) -> Py
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    // Awaitables run on the same runtime as the blocking sends. Set once per process: a
-    // second import of the module (a subinterpreter) finds it set, which is the same.
-    let _ = pyo3_async_runtimes::tokio::init_with_runtime(runtime());
     m.add("Error", py.get_type::<Error>())?;
     m.add("ContextError", py.get_type::<ContextError>())?;
     m.add("ConfigError", py.get_type::<ConfigError>())?;
@@ -1318,6 +1353,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyAlertClient>()?;
     m.add_class::<PyMetricClient>()?;
     m.add_class::<PySftpClient>()?;
+    m.add_class::<gate::PyGate>()?;
     m.add_function(wrap_pyfunction!(outbox_stage_params, m)?)?;
     m.add("SQLITE_STAGE_SQL", replaysafe_outbox::sqlite::STAGE_SQL)?;
     m.add("POSTGRES_STAGE_SQL", replaysafe_outbox::postgres::STAGE_SQL)?;

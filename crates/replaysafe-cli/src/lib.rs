@@ -5,6 +5,8 @@
 //! split out only so the commands can be tested directly: it is not published and not an
 //! API, and may change in any release. What `report`, `diff`, `plan` and `context` print
 //! is made by the `replaysafe-review` library; here are their flags and the progress bar.
+//! `plan --airflow` ([`airflow_plan`]) reads the downstream graph of a backfill from
+//! Airflow 3's API server and prints it itself.
 //!
 //! Exit codes: 0 success (a suppressed `send` is a success), 1 a negative answer
 //! (`diff` found differences, `report --fail-on` found such an effect, `send` failed to
@@ -15,6 +17,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod airflow_plan;
 pub mod approve;
 pub mod duration;
 pub mod journals;

@@ -8,7 +8,7 @@ use chrono::{DateTime, SubsecRound, Utc};
 use clap::{CommandFactory, Parser, Subcommand};
 use replaysafe_cli::render::{Format, ReportFormat};
 use replaysafe_cli::review::{Breakdown, FailOn, Progress};
-use replaysafe_cli::{approve, duration, journals, plan, send};
+use replaysafe_cli::{airflow_plan, approve, duration, journals, plan, send};
 use replaysafe_core::{EffectKind, ReplayContext, RunKind, Window};
 use replaysafe_review::{Reader, context, report};
 
@@ -92,41 +92,44 @@ enum Command {
         #[arg(long)]
         skip_invalid: bool,
     },
-    /// List a backfill's windows and what the gate would do with each effect kind.
+    /// List a backfill's windows and what the gate would do with each effect kind; with --airflow, the DAGs downstream of a backfill in Airflow and which of their tasks are gated.
     #[command(
-        after_help = "Examples:\n  replaysafe plan --pipeline daily_orders --start 2026-05-01T00:00:00Z --end 2026-07-30T00:00:00Z --every 1d\n  replaysafe plan --pipeline p --start 2026-08-05T00:00:00Z --end 2026-08-06T00:00:00Z --every 1h --kind scheduled --max-age email=2h"
+        override_usage = "replaysafe plan [OPTIONS] --pipeline <PIPELINE> --start <START> --end <END> --every <EVERY>\n       replaysafe plan --airflow <BASE_URL> --dag-id <DAG_ID> --start <START> --end <END> [--every <EVERY>] [OPTIONS]",
+        after_help = "With --airflow, the runs of --dag-id are Airflow's own answer (its backfill dry run) unless --every is given; each DAG scheduled on an asset it updates gets up to one run per run, each DAG a TriggerDagRunOperator starts one run per run, recursively. Tasks are marked gated when replaysafe.airflow's cluster policy gates their operator (EmailOperator, HttpOperator, SlackWebhookOperator, SFTPOperator, TriggerDagRunOperator).\n\nExamples:\n  replaysafe plan --pipeline daily_orders --start 2026-05-01T00:00:00Z --end 2026-07-30T00:00:00Z --every 1d\n  replaysafe plan --pipeline p --start 2026-08-05T00:00:00Z --end 2026-08-06T00:00:00Z --every 1h --kind scheduled --max-age email=2h\n  replaysafe plan --airflow https://airflow.internal:8080 --dag-id daily_orders \\\n    --start 2026-07-01T00:00:00Z --end 2026-08-01T00:00:00Z --user planner --password-env AIRFLOW_PASSWORD"
     )]
     Plan {
-        /// Pipeline name.
-        #[arg(long)]
-        pipeline: String,
+        /// Pipeline name (without --airflow).
+        #[arg(long, required_unless_present = "airflow", conflicts_with = "airflow")]
+        pipeline: Option<String>,
         /// Range start, RFC 3339.
         #[arg(long, value_parser = parse_time)]
         start: DateTime<Utc>,
         /// Range end (exclusive), RFC 3339.
         #[arg(long, value_parser = parse_time)]
         end: DateTime<Utc>,
-        /// Window length: 90s, 30m, 6h, 1d, 1w.
-        #[arg(long, value_parser = duration::parse)]
-        every: chrono::TimeDelta,
+        /// Window length: 90s, 30m, 6h, 1d, 1w. With --airflow: count the runs of --dag-id as these ticks instead of asking Airflow.
+        #[arg(long, value_parser = duration::parse, required_unless_present = "airflow")]
+        every: Option<chrono::TimeDelta>,
         /// Each run is the instant at the start of its step (Airflow 3's cron timetable), not a window.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "airflow")]
         instants: bool,
         /// Run kind of the runs.
-        #[arg(long, default_value = "backfill", value_parser = parse_run_kind)]
+        #[arg(long, default_value = "backfill", value_parser = parse_run_kind, conflicts_with = "airflow")]
         kind: RunKind,
         /// Evaluate as of this time (default: now).
-        #[arg(long, value_parser = parse_time)]
+        #[arg(long, value_parser = parse_time, conflicts_with = "airflow")]
         now: Option<DateTime<Utc>>,
         /// Override a kind's max age, KIND=DURATION (repeatable).
-        #[arg(long = "max-age", value_parser = parse_max_age)]
+        #[arg(long = "max-age", value_parser = parse_max_age, conflicts_with = "airflow")]
         max_age: Vec<(EffectKind, chrono::TimeDelta)>,
         /// Effect kinds to show (repeatable); default: every built-in kind.
-        #[arg(long = "effect", value_parser = parse_effect_kind)]
+        #[arg(long = "effect", value_parser = parse_effect_kind, conflicts_with = "airflow")]
         effects: Vec<EffectKind>,
         /// Output format.
         #[arg(long, value_enum, default_value_t)]
         format: Format,
+        #[command(flatten)]
+        airflow: airflow_plan::AirflowArgs,
     },
     /// Resolve the context from the environment (REPLAYSAFE_*, AIRFLOW_CTX_*) exactly as the SDK does.
     #[command(
@@ -525,8 +528,21 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             max_age,
             effects,
             format,
+            airflow,
         } => {
             let range = Window::from_bounds(start, end).context("--start and --end")?;
+            if airflow.airflow.is_some() {
+                let request = airflow_plan::Request {
+                    args: &airflow,
+                    range,
+                    every,
+                };
+                let plan = airflow_plan::plan(&request)?;
+                print!("{}", airflow_plan::render(&plan, format));
+                return Ok(ExitCode::SUCCESS);
+            }
+            let pipeline = pipeline.ok_or_else(|| anyhow::anyhow!("--pipeline is required"))?;
+            let every = every.ok_or_else(|| anyhow::anyhow!("--every is required"))?;
             let effects = if effects.is_empty() {
                 EffectKind::BUILT_IN.to_vec()
             } else {

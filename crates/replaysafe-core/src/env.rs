@@ -57,9 +57,19 @@ pub mod vars {
     /// Airflow 3: the run's logical date, exported by default; without an exported
     /// interval the run is the instant of this date.
     pub const AIRFLOW_LOGICAL_DATE: &str = "AIRFLOW_CTX_LOGICAL_DATE";
+    /// Airflow: the id of the backfill the run belongs to, exported by the
+    /// `replaysafe.airflow` hook; it must agree with `REPLAYSAFE_BACKFILL_ID` when both are set.
+    pub const AIRFLOW_BACKFILL_ID: &str = "AIRFLOW_CTX_BACKFILL_ID";
+    /// Airflow: how many times the DAG run was cleared, exported by the `replaysafe.airflow`
+    /// hook; above 0 a scheduled or manual run is a retry.
+    pub const AIRFLOW_CLEAR_NUMBER: &str = "AIRFLOW_CTX_CLEAR_NUMBER";
+    /// Airflow: lineage as the `replaysafe.airflow` hook exports it (Airflow prefixes every
+    /// key the hook returns with `AIRFLOW_CTX_`); the same JSON as [`UPSTREAM`], and the
+    /// runs of both are the run's upstream.
+    pub const AIRFLOW_UPSTREAM: &str = "AIRFLOW_CTX_REPLAYSAFE_UPSTREAM";
 
     /// Every variable above.
-    pub const ALL: [&str; 20] = [
+    pub const ALL: [&str; 23] = [
         PIPELINE,
         RUN_ID,
         RUN_KIND,
@@ -80,6 +90,9 @@ pub mod vars {
         AIRFLOW_DATA_INTERVAL_START,
         AIRFLOW_DATA_INTERVAL_END,
         AIRFLOW_LOGICAL_DATE,
+        AIRFLOW_BACKFILL_ID,
+        AIRFLOW_CLEAR_NUMBER,
+        AIRFLOW_UPSTREAM,
     ];
 }
 
@@ -184,10 +197,21 @@ pub(crate) fn resolve(env: &HashMap<String, String>) -> Result<ReplayContext, Er
     let window = explicit_window
         .or(airflow_interval)
         .or(logical_date.map(Window::instant));
-    let upstream = get(UPSTREAM)
-        .map(|text| crate::UpstreamRun::parse_list(UPSTREAM, &text))
-        .transpose()?
-        .unwrap_or_default();
+    let mut upstream = Vec::new();
+    for variable in [UPSTREAM, AIRFLOW_UPSTREAM] {
+        if let Some(text) = get(variable) {
+            upstream.extend(crate::UpstreamRun::parse_list(variable, &text)?);
+        }
+    }
+    let backfill_id = match (get(BACKFILL_ID), get(AIRFLOW_BACKFILL_ID)) {
+        (Some(explicit), Some(airflow)) if explicit != airflow => {
+            conflicts.push(format!(
+                "{BACKFILL_ID} says {explicit:?} but Airflow's run belongs to backfill {airflow:?}"
+            ));
+            Some(explicit)
+        }
+        (explicit, airflow) => explicit.or(airflow),
+    };
 
     // Without a window from any source, the context has none: every effect is suppressed
     // with `unknown_window` (not an error, so a task without one runs and says why).
@@ -209,7 +233,7 @@ pub(crate) fn resolve(env: &HashMap<String, String>) -> Result<ReplayContext, Er
     if let Some(flag) = replay_flag {
         builder = builder.replay_flag(flag);
     }
-    if let Some(backfill_id) = get(BACKFILL_ID) {
+    if let Some(backfill_id) = backfill_id {
         builder = builder.backfill_id(backfill_id);
     }
     if let Some(path) = get(JOURNAL) {
@@ -331,6 +355,18 @@ fn airflow_run_kind(env: &HashMap<String, String>) -> Result<Option<AirflowKind>
                 )
             })?;
         if try_number > 1 && matches!(kind, RunKind::Scheduled | RunKind::Manual) {
+            kind = RunKind::Retry;
+        }
+    }
+    if let Some(clear_number) = env.get(AIRFLOW_CLEAR_NUMBER) {
+        let clear_number: u32 = clear_number.trim().parse().map_err(|_| {
+            Error::invalid(
+                AIRFLOW_CLEAR_NUMBER,
+                clear_number.as_str(),
+                "expected a non-negative integer",
+            )
+        })?;
+        if clear_number > 0 && matches!(kind, RunKind::Scheduled | RunKind::Manual) {
             kind = RunKind::Retry;
         }
     }

@@ -119,5 +119,5 @@ mod spill;
 
 pub use error::Error;
 pub use reader::{Progress, Reader};
-pub use render::{Format, escape};
+pub use render::{Format, Table, escape};
 pub use spill::Rows;

@@ -86,9 +86,10 @@ pub fn escape(text: &str, format: Format) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-/// A titled table rendered as text or Markdown.
+/// A titled table rendered as text or Markdown, every cell and the title escaped for the
+/// format: the tables of `report`, `diff` and `plan`.
 #[derive(Debug)]
-pub(crate) struct Table {
+pub struct Table {
     title: String,
     header: Vec<String>,
     rows: Vec<Vec<String>>,
@@ -96,7 +97,7 @@ pub(crate) struct Table {
 
 impl Table {
     /// An empty table with these column headings.
-    pub(crate) fn new<H: Into<String>>(
+    pub fn new<H: Into<String>>(
         title: impl Into<String>,
         header: impl IntoIterator<Item = H>,
     ) -> Self {
@@ -108,12 +109,12 @@ impl Table {
     }
 
     /// Adds a row.
-    pub(crate) fn row(&mut self, cells: impl IntoIterator<Item = String>) {
+    pub fn row(&mut self, cells: impl IntoIterator<Item = String>) {
         self.rows.push(cells.into_iter().collect());
     }
 
     /// Renders as a text table or a Markdown table.
-    pub(crate) fn render(&self, format: Format) -> String {
+    pub fn render(&self, format: Format) -> String {
         let cells = |row: &[String]| -> Vec<String> {
             row.iter()
                 .map(|cell| escape(cell, format).into_owned())

@@ -77,12 +77,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+mod airflow;
 mod config;
 mod signing;
 mod transport;
 mod trigger;
 mod webhook;
 
+pub use airflow::airflow_token;
 pub use config::{TriggerConfig, WebhookConfig};
 /// The error of every HTTP adapter ([`replaysafe_http::Error`]).
 pub use replaysafe_http::Error;

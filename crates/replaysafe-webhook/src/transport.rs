@@ -123,6 +123,11 @@ impl Transport {
         self.redaction
     }
 
+    /// The shared HTTP client, for requests made outside [`Transport::call`] (Airflow's login).
+    pub(crate) fn client(&self) -> &HttpClient {
+        &self.client
+    }
+
     /// Makes one attempt with the idempotency key and, with signing secrets, the
     /// Standard Webhooks headers.
     pub(crate) async fn send(&self, outgoing: Outgoing<'_>) -> Result<StatusCode, Error> {

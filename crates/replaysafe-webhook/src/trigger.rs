@@ -11,12 +11,10 @@ use replaysafe_core::{
 use reqwest::{Method, StatusCode};
 
 use crate::Error;
-use crate::transport::{
-    HttpOptions, LOGGING_IN, LOOKING_UP_RUN, Outgoing, SENDING_TRIGGER, Transport,
-};
+use crate::transport::{HttpOptions, LOOKING_UP_RUN, Outgoing, SENDING_TRIGGER, Transport};
 use crate::webhook::{check_name, http_options};
 use replaysafe_http::{Endpoint, ResponseClass};
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 
 /// Starts downstream work: a DAG run through Airflow's REST API, or a call to a generic
 /// trigger URL. Reached only through a [`Guard`]; the effect kind is `trigger`, so a
@@ -402,32 +400,16 @@ impl TriggerClient {
         })
     }
 
-    /// Exchanges the login for a JWT at `{base}/auth/token`.
+    /// Exchanges the login for a JWT at `{base}/auth/token` ([`crate::airflow_token`]).
     async fn log_in(&self, base: &Endpoint, login: &Login) -> Result<SecretString, Error> {
-        let endpoint = base.join(&["auth", "token"]);
-        let body = serde_json::json!({
-            "username": login.username,
-            "password": login.password.expose_secret(),
-        });
-        let answer = self
-            .transport
-            .call(
-                LOGGING_IN,
-                Method::POST,
-                &endpoint,
-                Some(body.to_string().into_bytes()),
-                None,
-            )
-            .await?;
-        let token = serde_json::from_slice::<serde_json::Value>(&answer)
-            .ok()
-            .and_then(|answer| answer.get("access_token")?.as_str().map(str::to_owned))
-            .filter(|token| !token.trim().is_empty())
-            .ok_or_else(|| {
-                let shown = endpoint.shown(self.transport.redaction());
-                Error::unreadable(LOGGING_IN, &shown, NoAccessToken)
-            })?;
-        Ok(SecretString::from(token))
+        crate::airflow::log_in(
+            self.transport.client(),
+            base,
+            self.transport.redaction(),
+            &login.username,
+            &login.password,
+        )
+        .await
     }
 
     /// Airflow answered 409: either this run exists (an earlier attempt got through) or a
@@ -469,18 +451,6 @@ impl TriggerClient {
         }
     }
 }
-
-/// Airflow's login answered 2xx without an `access_token`.
-#[derive(Debug)]
-struct NoAccessToken;
-
-impl fmt::Display for NoAccessToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the answer has no access_token")
-    }
-}
-
-impl std::error::Error for NoAccessToken {}
 
 /// Airflow's DAG id rule (`KEY_REGEX`), in ASCII: letters, digits, `_`, `.` and `-`, at most 250.
 fn check_dag_id(dag_id: &str) -> Result<(), Error> {

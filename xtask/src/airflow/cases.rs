@@ -565,7 +565,11 @@ pub(super) fn case_trigger(
 /// installed into a fresh virtualenv: a backfill's trigger creates nothing; a current
 /// run's creates one run with its conf and lineage; the same trigger again (a cleared
 /// task) is suppressed by the journal's memory and creates no second run.
-pub(super) fn case_python_trigger(world: &World<'_>, checks: &mut Checks) -> anyhow::Result<()> {
+pub(super) fn case_python_trigger(
+    world: &World<'_>,
+    venv: &Path,
+    checks: &mut Checks,
+) -> anyhow::Result<()> {
     let case = "(e)";
     let api = &world.api;
     let dir = world.out.join("python-trigger");
@@ -573,24 +577,12 @@ pub(super) fn case_python_trigger(world: &World<'_>, checks: &mut Checks) -> any
         std::fs::remove_dir_all(&dir)?;
     }
     std::fs::create_dir_all(&dir)?;
-    let wheel = crate::dist::build_wheel("dev")?;
-    let venv = dir.join("venv");
-    crate::system::exec(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
-    crate::system::exec(
-        Command::new(venv.join("bin/python"))
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--no-input",
-                "--no-index",
-            ])
-            .arg(&wheel),
-    )?;
-    // Another instant than case (d)'s, so the downstream's logical dates do not collide.
+    // Airflow's virtualenv holds this checkout's wheel (installed before Airflow started).
+    let python = venv.join("bin/python");
+    // Another instant than case (d)'s, so the downstream's logical dates do not collide:
+    // (d)'s is on a whole minute, this one half a minute off it, however long (d) took.
     let now = Utc::now().timestamp();
-    let tick = DateTime::from_timestamp(now - now % 60 - 180, 0).context("the tick")?;
+    let tick = DateTime::from_timestamp(now - now % 60 - 150, 0).context("the tick")?;
     let tick_text = tick.to_rfc3339();
     let script = r#"
 import json, os, sys
@@ -624,7 +616,7 @@ print(json.dumps([[o.decision, o.reasons, o.idempotency_key, o.error] for o in o
             .filter(|run| run["conf"]["source"] == "python")
             .collect())
     };
-    let output = Command::new(venv.join("bin/python"))
+    let output = Command::new(&python)
         .arg("-c")
         .arg(script)
         .arg(&base)

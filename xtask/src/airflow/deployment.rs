@@ -20,35 +20,75 @@ pub(super) fn build_replaysafe() -> anyhow::Result<PathBuf> {
     Ok(binary)
 }
 
-/// Makes `venv` a virtualenv holding apache-airflow [`VERSION`], reusing it when it does.
+/// The providers whose operators the platform checks run, pinned with Airflow.
+const PROVIDERS: [(&str, &str); 3] = [
+    ("apache-airflow-providers-http", "6.3.0"),
+    ("apache-airflow-providers-sftp", "7.0.0"),
+    ("apache-airflow-providers-slack", "9.11.1"),
+];
+
+/// Makes `venv` a virtualenv holding apache-airflow [`VERSION`] and [`PROVIDERS`] (smtp
+/// and standard come with Airflow), reusing it when it does.
 ///
 /// Airflow publishes constraint files on GitHub, not on PyPI, so the install is plain pip.
 pub(super) fn ensure_venv(venv: &Path) -> anyhow::Result<()> {
     let python = venv.join("bin/python");
+    let wanted: Vec<(&str, &str)> = std::iter::once(("apache-airflow", VERSION))
+        .chain(PROVIDERS)
+        .collect();
+    let names: Vec<String> = wanted.iter().map(|(name, _)| format!("{name:?}")).collect();
+    let probe = format!(
+        "import importlib.metadata as m\nfor n in [{}]:\n    print(n, m.version(n))",
+        names.join(", ")
+    );
     let installed = Command::new(&python)
-        .args([
-            "-c",
-            "import importlib.metadata as m; print(m.version('apache-airflow'))",
-        ])
+        .args(["-c", &probe])
         .output()
         .ok()
         .filter(|output| output.status.success())
         .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned());
-    if installed.as_deref() == Some(VERSION) {
+    let expected: Vec<String> = wanted
+        .iter()
+        .map(|(name, version)| format!("{name} {version}"))
+        .collect();
+    if installed.as_deref() == Some(expected.join("\n").as_str()) {
         eprintln!(
-            "xtask airflow: reusing {} (apache-airflow {VERSION})",
+            "xtask airflow: reusing {} (apache-airflow {VERSION} and its providers)",
             venv.display()
         );
         return Ok(());
     }
-    if venv.exists() {
-        std::fs::remove_dir_all(venv).with_context(|| format!("removing {}", venv.display()))?;
+    if !venv.join("bin/python").exists() {
+        exec(Command::new("python3").args(["-m", "venv"]).arg(venv))?;
     }
-    exec(Command::new("python3").args(["-m", "venv"]).arg(venv))?;
     exec(
         Command::new(&python)
             .args(["-m", "pip", "install", "--quiet", "--no-input"])
-            .arg(format!("apache-airflow=={VERSION}")),
+            .args(
+                wanted
+                    .iter()
+                    .map(|(name, version)| format!("{name}=={version}")),
+            ),
+    )
+}
+
+/// Installs the wheel of this checkout into Airflow's virtualenv: the DAGs' Python tasks
+/// and the integration `import replaysafe` from it.
+pub(super) fn install_wheel(venv: &Path) -> anyhow::Result<()> {
+    let wheel = crate::dist::build_wheel("dev")?;
+    exec(
+        Command::new(venv.join("bin/python"))
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-input",
+                "--no-index",
+                "--no-deps",
+                "--force-reinstall",
+            ])
+            .arg(&wheel),
     )
 }
 
@@ -219,7 +259,7 @@ impl Deployment {
         }
         let api = deployment.api.clone();
         deployment.wait(
-            "the deployment to be healthy with both DAGs parsed",
+            "the deployment to be healthy with every DAG parsed",
             START_TIMEOUT,
             || {
                 let Ok(health) = api.get("/api/v2/monitor/health") else {
@@ -232,9 +272,10 @@ impl Deployment {
                 };
                 Ok((healthy("scheduler")
                     && healthy("dag_processor")
-                    && parsed(PROBE)
-                    && parsed(CATCHUP)
-                    && parsed(DOWNSTREAM))
+                    && [PROBE, CATCHUP, DOWNSTREAM]
+                        .iter()
+                        .chain(&super::platform::DAGS)
+                        .all(|dag| parsed(dag)))
                 .then_some(()))
             },
         )?;

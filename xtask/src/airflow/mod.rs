@@ -1,9 +1,11 @@
 //! `cargo xtask airflow`: replaysafe under a real Airflow 3.3.2, scheduler and backfill.
 //!
-//! Installs `apache-airflow` from PyPI into `target/airflow/venv` (reused while it holds the
-//! pinned version), sets up a fresh `target/airflow/home` (SQLite, LocalExecutor, every port
-//! on 127.0.0.1), starts the API server, the DAG processor and the scheduler, and drives the
-//! DAGs of `xtask/airflow/dags/replaysafe_probe.py` through three cases:
+//! Installs `apache-airflow` and the http, sftp and slack providers from PyPI into
+//! `target/airflow/venv` (reused while it holds the pinned versions) with this checkout's
+//! wheel, starts aiosmtpd and sshd as the Rust tests do, sets up a fresh
+//! `target/airflow/home` (SQLite, LocalExecutor, every port on 127.0.0.1), starts the API
+//! server, the DAG processor and the scheduler, and drives the DAGs of
+//! `xtask/airflow/dags/replaysafe_probe.py` through these cases:
 //!
 //! - (a) the scheduled run of the latest tick delivers: one request at the receiver;
 //! - (b) `airflow backfill create` of three past ticks: every task succeeds, nothing arrives,
@@ -14,14 +16,23 @@
 //!   triggers nothing, a current run creates exactly one run of `replaysafe_downstream` with
 //!   its conf, a retry creates no second run, and another pipeline's trigger at the same
 //!   logical date fails (exit 1) instead of passing for delivered.
+//! - (e) the Python API's TriggerClient from the wheel, the same three ways.
 //!
-//! Each case is checked against the receiver's log, the tasks' journals and Airflow's own
-//! task states, with bounded waits. The tasks run with no `airflow_local_settings.py` and no
-//! `REPLAYSAFE_*` variable but the journal: what a default Airflow 3 deployment gives them.
+//! These run with no `airflow_local_settings.py` and no `REPLAYSAFE_*` variable but the
+//! journal: what a default Airflow 3 deployment gives them. Then, on the DAGs of
+//! `replaysafe_platform.py` (see [`platform`]): (f) an asset consumer without the
+//! integration; the deployment is restarted with the integration's one line in
+//! `airflow_local_settings.py`, and (g) assets and consumers and (h) the cluster policy on
+//! Airflow's own sending operators are checked with it.
+//!
+//! Each case is checked against the receiver's log, aiosmtpd's maildir, sshd's upload
+//! directory, the journals and Airflow's own run and task states, with bounded waits.
 //! The run ends with `airflow: N passed, M failed` and fails on any failed check.
 
 mod cases;
 mod deployment;
+mod plan;
+mod platform;
 pub(crate) mod receiver;
 mod rest;
 
@@ -160,17 +171,28 @@ fn drive(steps: &mut Steps, checks: &mut Checks) -> anyhow::Result<()> {
     let venv = base.join("venv");
     steps.time("install apache-airflow", || ensure_venv(&venv))?;
 
+    steps.time(
+        "install the replaysafe wheel into Airflow's virtualenv",
+        || install_wheel(&venv),
+    )?;
+
     let home = fresh_dir(&base.join("home"))?;
     let out = fresh_dir(&base.join("out"))?;
     let logs = fresh_dir(&base.join("logs"))?;
     std::fs::create_dir_all(home.join("dags"))?;
-    std::fs::copy(
-        root().join("xtask/airflow/dags/replaysafe_probe.py"),
-        home.join("dags/replaysafe_probe.py"),
-    )
-    .context("copying the probe DAG")?;
+    for dags in ["replaysafe_probe.py", "replaysafe_platform.py"] {
+        std::fs::copy(
+            root().join("xtask/airflow/dags").join(dags),
+            home.join("dags").join(dags),
+        )
+        .with_context(|| format!("copying {dags}"))?;
+    }
     let receiver = Receiver::start(&out.join("received.jsonl"))?;
-    let airflow = Airflow::new(&venv, &home, &out, &replaysafe, &receiver.url())?;
+    let servers = steps.time("start aiosmtpd and sshd", || {
+        platform::Servers::start(&receiver.url(), &out)
+    })?;
+    let mut airflow = Airflow::new(&venv, &home, &out, &replaysafe, &receiver.url())?;
+    airflow.env.extend(servers.env().iter().cloned());
     eprintln!(
         "xtask airflow: AIRFLOW_HOME {}, API server 127.0.0.1:{}, receiver {}",
         home.display(),
@@ -225,7 +247,7 @@ fn drive(steps: &mut Steps, checks: &mut Checks) -> anyhow::Result<()> {
     }
     not_interrupted()?;
     let result = steps.time("case (e) the Python API's TriggerClient", || {
-        case_python_trigger(&world, checks)
+        case_python_trigger(&world, &venv, checks)
     });
     if let Err(error) = result {
         checks.record(
@@ -234,11 +256,61 @@ fn drive(steps: &mut Steps, checks: &mut Checks) -> anyhow::Result<()> {
             format!("{error:#}"),
         );
     }
-    steps.time("stop", || {
+    not_interrupted()?;
+    let result = steps.time("case (f) an asset consumer without the integration", || {
+        platform::case_plain(&mut deployment, &world, checks)
+    });
+    if let Err(error) = result {
+        checks.record(
+            "(f) the plain asset checks ran",
+            false,
+            format!("{error:#}"),
+        );
+    }
+    steps.time("stop before installing the integration", || {
         deployment.stop();
         Ok(())
     })?;
     print_shapes(&out)?;
+    not_interrupted()?;
+
+    // The platform team installs the integration: one line, and a restart.
+    platform::install(&mut airflow, &home)?;
+    let mut deployment = steps.time("restart with replaysafe.airflow installed", || {
+        Deployment::start(&airflow, &logs)
+    })?;
+    let result = steps.time(
+        "case (g) a manual run for a past date with the hook",
+        || platform::case_manual_past(&mut deployment, &world, checks),
+    );
+    if let Err(error) = result {
+        checks.record("(g) the manual-run check ran", false, format!("{error:#}"));
+    }
+    not_interrupted()?;
+    let result = steps.time("case (g) assets and consumers with the integration", || {
+        platform::case_assets(&mut deployment, &airflow, &world, &logs, checks)
+    });
+    if let Err(error) = result {
+        checks.record("(g) the asset checks ran", false, format!("{error:#}"));
+    }
+    not_interrupted()?;
+    let result = steps.time("case (h) the cluster policy on Airflow's operators", || {
+        platform::case_policy(&mut deployment, &airflow, &world, &servers, &logs, checks)
+    });
+    if let Err(error) = result {
+        checks.record("(h) the policy checks ran", false, format!("{error:#}"));
+    }
+    not_interrupted()?;
+    let result = steps.time("case (i) replaysafe plan --airflow", || {
+        plan::case_plan(&airflow.api, &replaysafe, checks)
+    });
+    if let Err(error) = result {
+        checks.record("(i) the plan checks ran", false, format!("{error:#}"));
+    }
+    steps.time("stop", || {
+        deployment.stop();
+        Ok(())
+    })?;
     Ok(())
 }
 

@@ -19,6 +19,7 @@ from replaysafe._native import (
     DeliveryError,
     EmailClient,
     Error,
+    Gate,
     MetricClient,
     Outcome,
     SftpClient,
@@ -39,6 +40,7 @@ __all__ = [
     "DeliveryError",
     "EmailClient",
     "Error",
+    "Gate",
     "MetricClient",
     "Outcome",
     "SftpClient",
@@ -58,4 +60,7 @@ def report(*journals: str | _os.PathLike[str], skip_invalid: bool = False) -> di
     """The report of one or more JSON Lines journals, as ``replaysafe report --format json``
     gives it: headlines per run and backfill, effects in doubt, failures, opt-in deliveries,
     runs without a window."""
-    return _json.loads(_report_json(*[_os.fspath(j) for j in journals], skip_invalid=skip_invalid))
+    report: dict[str, Any] = _json.loads(
+        _report_json(*[_os.fspath(j) for j in journals], skip_invalid=skip_invalid)
+    )
+    return report

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 import os
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, final
 
 __version__: str
@@ -17,6 +17,7 @@ __all__ = [
     "DeliveryError",
     "EmailClient",
     "Error",
+    "Gate",
     "MetricClient",
     "Outcome",
     "POSTGRES_STAGE_SQL",
@@ -282,6 +283,35 @@ class MetricClient:
         grouping_labels: dict[str, str] | None = None,
         raise_on_failure: bool = False,
     ) -> Awaitable[list[Outcome]]: ...
+
+@final
+class Gate:
+    """The gate around a call of your own, for one effect kind (what replaysafe.airflow
+    wraps Airflow's operators with): ``send`` runs ``call(idempotency_key)`` only when
+    the effect is to be delivered, once per key with the ledger on, and journals it. A call
+    that raises is journaled as failed (naming only the exception's type) and the exception
+    is raised again, unchanged."""
+
+    def __new__(
+        cls,
+        kind: str,
+        *,
+        redact: str = "domain",  # "domain", "full" or "hashed": how targets are journaled
+        journal: str | os.PathLike[str] | None = None,
+        ledger: bool = True,
+    ) -> Gate: ...
+    @property
+    def kind(self) -> str: ...
+    def send(
+        self,
+        cx: Context,
+        *,
+        message_type: str,
+        target: str,
+        call: Callable[[str], object],
+        payload: bytes | None = None,
+        summary: str | None = None,
+    ) -> Outcome: ...
 
 @final
 class Webhook:

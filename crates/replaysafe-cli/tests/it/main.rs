@@ -1,5 +1,6 @@
 //! Integration tests of the `replaysafe` command line.
 
+mod airflow_plan;
 mod approve;
 mod cli;
 mod cli_reference;

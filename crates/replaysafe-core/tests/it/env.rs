@@ -388,3 +388,75 @@ fn trusted_approvers_set_but_blank_is_an_error_naming_it() {
     vars.extend([("REPLAYSAFE_OPT_IN", " "), ("REPLAYSAFE_MODE", "")]);
     assert!(resolve(&vars).is_ok());
 }
+
+#[test]
+fn the_airflow_hooks_clear_number_backfill_id_and_lineage_are_read() {
+    // A cleared scheduled run is a retry (keyed like the first try); a cleared backfill
+    // run stays a backfill.
+    let cleared = airflow(
+        "scheduled__2026-08-06T01:00:00+00:00",
+        &[("AIRFLOW_CTX_CLEAR_NUMBER", "1")],
+    )
+    .unwrap();
+    assert_eq!(cleared.run_kind(), RunKind::Retry);
+    let backfill = airflow(
+        "backfill__2026-08-05T00:00:00+00:00",
+        &[("AIRFLOW_CTX_CLEAR_NUMBER", "2")],
+    )
+    .unwrap();
+    assert_eq!(backfill.run_kind(), RunKind::Backfill);
+    let err = airflow("scheduled__x", &[("AIRFLOW_CTX_CLEAR_NUMBER", "-1")])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("AIRFLOW_CTX_CLEAR_NUMBER"), "{err}");
+
+    // Airflow's backfill id groups the runs; a different explicit one conflicts.
+    let grouped = airflow(
+        "backfill__2026-08-05T00:00:00+00:00",
+        &[("AIRFLOW_CTX_BACKFILL_ID", "7")],
+    )
+    .unwrap();
+    assert_eq!(grouped.backfill_id(), Some("7"));
+    let disagreeing = airflow(
+        "backfill__2026-08-05T00:00:00+00:00",
+        &[
+            ("AIRFLOW_CTX_BACKFILL_ID", "7"),
+            ("REPLAYSAFE_BACKFILL_ID", "8"),
+        ],
+    )
+    .unwrap();
+    assert!(disagreeing.is_conflicting());
+    // A scheduled run that claims a backfill conflicts, as with REPLAYSAFE_BACKFILL_ID.
+    let claimed = airflow(
+        "scheduled__2026-08-06T01:00:00+00:00",
+        &[("AIRFLOW_CTX_BACKFILL_ID", "7")],
+    )
+    .unwrap();
+    assert!(claimed.is_conflicting());
+
+    // The hook's lineage joins REPLAYSAFE_UPSTREAM's; an upstream backfill suppresses.
+    let consumer = resolve(&[
+        ("AIRFLOW_CTX_DAG_ID", "consumer"),
+        ("AIRFLOW_CTX_DAG_RUN_ID", "asset_triggered__2026-08-06T01:00:00+00:00"),
+        (
+            "AIRFLOW_CTX_REPLAYSAFE_UPSTREAM",
+            r#"[{"pipeline": "producer", "run_id": "backfill__2026-08-05T00:00:00+00:00", "logical_date": "2026-08-05T00:00:00+00:00"}]"#,
+        ),
+        (
+            "REPLAYSAFE_UPSTREAM",
+            r#"[{"pipeline": "other", "run_id": "scheduled__2026-08-05T00:00:00+00:00", "logical_date": "2026-08-05T00:00:00+00:00"}]"#,
+        ),
+    ])
+    .unwrap();
+    assert_eq!(consumer.upstream().len(), 2);
+    assert!(consumer.is_upstream_replay());
+    assert!(!consumer.decide(&EffectKind::Webhook, "").delivers());
+    let err = resolve(&[
+        ("AIRFLOW_CTX_DAG_ID", "consumer"),
+        ("AIRFLOW_CTX_DAG_RUN_ID", "asset_triggered__x"),
+        ("AIRFLOW_CTX_REPLAYSAFE_UPSTREAM", "[{\"pipeline\": 1}]"),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("AIRFLOW_CTX_REPLAYSAFE_UPSTREAM"), "{err}");
+}
