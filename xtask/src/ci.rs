@@ -119,6 +119,7 @@ fn run_phases(phases: &mut Vec<(&'static str, Duration, bool)>) -> anyhow::Resul
     })?;
     phase(phases, "report page in chromium", crate::browser::check)?;
     phase(phases, "python wheel", || crate::dist::check(&env))?;
+    phase(phases, "dagster pipes", crate::dagster::check)?;
     phase(phases, "stop services", || {
         drop(services.take());
         Ok(())

@@ -48,6 +48,27 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
 /// builds the extension module and packs both (docs/adr/0015-python-wheel.md). The copy
 /// is fresh each time, so nothing in `target/` is changed in place and a second build in
 /// the same `target/` works as the first.
+/// Builds this checkout's wheel (dev profile) and installs it into the virtualenv `venv`,
+/// over any earlier one, without touching its other packages: the Airflow and Dagster
+/// checks' tasks `import replaysafe` from it.
+pub(crate) fn install_wheel(venv: &Path) -> anyhow::Result<()> {
+    let wheel = build_wheel("dev")?;
+    exec(
+        Command::new(venv.join("bin/python"))
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-input",
+                "--no-index",
+                "--no-deps",
+                "--force-reinstall",
+            ])
+            .arg(&wheel),
+    )
+}
+
 pub(crate) fn build_wheel(profile: &str) -> anyhow::Result<PathBuf> {
     let maturin = ensure_maturin(&target_dir().join("maturin"))?;
     exec(crate::system::cargo().args([

@@ -4,7 +4,10 @@
 //!   servers, docs, the dependency boundary of replaysafe-core, and `cargo xtask airflow`;
 //!   prints the time of each phase.
 //! - `cargo xtask airflow`: replaysafe under a real Airflow 3.3.2 (scheduler, backfill,
-//!   catch-up), installed from PyPI into `target/airflow`.
+//!   catch-up, assets, the `replaysafe.airflow` integration), installed from PyPI into
+//!   `target/airflow`.
+//! - `cargo xtask dagster`: replaysafe under real Dagster Pipes, installed from PyPI into
+//!   `target/dagster`.
 //! - `cargo xtask demo`: the example pipeline, live window then backfill.
 //! - `cargo xtask browser`: the demo's report page in headless Chromium: DOM, counts, no request.
 //! - `cargo xtask dist`: the Python wheel in `target/dist/` (`pip install replaysafe`: `import
@@ -23,6 +26,7 @@ mod airflow;
 mod bench;
 mod browser;
 mod ci;
+mod dagster;
 mod demo;
 mod dist;
 mod public_api;
@@ -43,6 +47,7 @@ fn main() -> ExitCode {
     let result = match command {
         "ci" => ci::run(rest),
         "airflow" => airflow::run(rest),
+        "dagster" => dagster::run(rest),
         "demo" => demo::run(rest),
         "dist" => dist::run(rest),
         "bench" => bench::run(rest),
@@ -72,7 +77,10 @@ usage: cargo xtask <command>
 commands:
   ci [--no-airflow]  every check CI runs: fmt, clippy, tests against real servers, docs, dependency boundary,
                      and the real-Airflow check below (--no-airflow leaves it out)
-  airflow            replaysafe under a real Airflow 3.3.2 (scheduler, backfill, catch-up); installs it under target/airflow
+  airflow            replaysafe under a real Airflow 3.3.2 (scheduler, backfill, catch-up, assets, the replaysafe.airflow
+                     integration with its providers); installs it under target/airflow
+  dagster            replaysafe under real Dagster Pipes (PipesSubprocessClient, partitions, backfill tags); installs
+                     dagster and dagster-pipes under target/dagster
   demo [--real]      the example pipeline: the current window delivered, a backfill suppressed
   browser            the demo's report page in headless Chromium (installed from Debian): DOM and counts
                      against report --format json, no request leaves the page; screenshot target/demo/report.png

@@ -583,8 +583,9 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            let ended = runtime.block_on(run_send(*send))?;
-            Ok(match ended {
+            let ended = runtime.block_on(run_send(*send));
+            send::pipes::report();
+            Ok(match ended? {
                 send::Ended::Done => ExitCode::SUCCESS,
                 send::Ended::Failed => ExitCode::from(1),
             })

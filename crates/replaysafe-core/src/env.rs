@@ -67,9 +67,12 @@ pub mod vars {
     /// key the hook returns with `AIRFLOW_CTX_`); the same JSON as [`UPSTREAM`], and the
     /// runs of both are the run's upstream.
     pub const AIRFLOW_UPSTREAM: &str = "AIRFLOW_CTX_REPLAYSAFE_UPSTREAM";
+    /// Dagster Pipes: the context of the run that started this process (base64 of zlib of
+    /// JSON `{"path": FILE}` or `{"data": {...}}`), as Dagster's Pipes clients set it.
+    pub const DAGSTER_PIPES_CONTEXT: &str = "DAGSTER_PIPES_CONTEXT";
 
     /// Every variable above.
-    pub const ALL: [&str; 23] = [
+    pub const ALL: [&str; 24] = [
         PIPELINE,
         RUN_ID,
         RUN_KIND,
@@ -93,6 +96,7 @@ pub mod vars {
         AIRFLOW_BACKFILL_ID,
         AIRFLOW_CLEAR_NUMBER,
         AIRFLOW_UPSTREAM,
+        DAGSTER_PIPES_CONTEXT,
     ];
 }
 
@@ -139,17 +143,22 @@ pub(crate) fn read_os(
 pub(crate) fn resolve(env: &HashMap<String, String>) -> Result<ReplayContext, Error> {
     let get = |name: &str| env.get(name).map(|v| v.trim().to_owned());
 
+    let dagster = get(DAGSTER_PIPES_CONTEXT)
+        .map(|value| crate::dagster::read(&value))
+        .transpose()?;
     let pipeline = get(PIPELINE)
         .or_else(|| get(AIRFLOW_DAG_ID))
+        .or_else(|| dagster.as_ref().and_then(|d| d.pipeline.clone()))
         .ok_or(Error::Missing {
             field: PIPELINE,
-            hint: "set REPLAYSAFE_PIPELINE (or run under Airflow, which sets AIRFLOW_CTX_DAG_ID)",
+            hint: "set REPLAYSAFE_PIPELINE (or run under Airflow, which sets AIRFLOW_CTX_DAG_ID, or Dagster Pipes, whose context names the assets)",
         })?;
     let run_id = get(RUN_ID)
         .or_else(|| get(AIRFLOW_DAG_RUN_ID))
+        .or_else(|| dagster.as_ref().map(|d| d.run_id.clone()))
         .ok_or(Error::Missing {
             field: RUN_ID,
-            hint: "set REPLAYSAFE_RUN_ID (or run under Airflow, which sets AIRFLOW_CTX_DAG_RUN_ID)",
+            hint: "set REPLAYSAFE_RUN_ID (or run under Airflow, which sets AIRFLOW_CTX_DAG_RUN_ID, or Dagster Pipes)",
         })?;
 
     let explicit_kind = get(RUN_KIND)
@@ -157,11 +166,24 @@ pub(crate) fn resolve(env: &HashMap<String, String>) -> Result<ReplayContext, Er
         .transpose()?;
     let airflow = airflow_run_kind(env)?;
     let mut conflicts: Vec<String> = airflow.iter().filter_map(|a| a.conflict.clone()).collect();
-    let run_kind = match (explicit_kind, airflow.map(|a| a.kind)) {
+    let orchestrator = match (airflow.map(|a| a.kind), dagster.as_ref().map(|d| d.kind)) {
+        (Some(airflow), Some(dagster)) => {
+            conflicts.push(format!(
+                "both Airflow ({AIRFLOW_DAG_RUN_ID}) and Dagster ({DAGSTER_PIPES_CONTEXT}) describe this run"
+            ));
+            Some(if airflow.suppresses() {
+                airflow
+            } else {
+                dagster
+            })
+        }
+        (airflow, dagster) => airflow.or(dagster),
+    };
+    let run_kind = match (explicit_kind, orchestrator) {
         (None, None) => RunKind::Unknown,
         (Some(kind), None) | (None, Some(kind)) => kind,
-        (Some(explicit), Some(airflow)) => {
-            let (kind, conflict) = combine_kinds(explicit, airflow);
+        (Some(explicit), Some(orchestrator)) => {
+            let (kind, conflict) = combine_kinds(explicit, orchestrator);
             conflicts.extend(conflict);
             kind
         }
@@ -194,23 +216,38 @@ pub(crate) fn resolve(env: &HashMap<String, String>) -> Result<ReplayContext, Er
         .filter(|value| value != "None")
         .map(|value| parse_time(AIRFLOW_LOGICAL_DATE, &value))
         .transpose()?;
+    let pipes_window = dagster.as_ref().and_then(|d| d.window);
+    if let (Some(explicit), Some(pipes)) = (explicit_window, pipes_window)
+        && explicit != pipes
+    {
+        conflicts.push(format!(
+            "REPLAYSAFE_WINDOW_START/_END say {explicit} but the Dagster partition is {pipes}"
+        ));
+    }
     let window = explicit_window
         .or(airflow_interval)
-        .or(logical_date.map(Window::instant));
+        .or(logical_date.map(Window::instant))
+        .or(pipes_window);
     let mut upstream = Vec::new();
     for variable in [UPSTREAM, AIRFLOW_UPSTREAM] {
         if let Some(text) = get(variable) {
             upstream.extend(crate::UpstreamRun::parse_list(variable, &text)?);
         }
     }
-    let backfill_id = match (get(BACKFILL_ID), get(AIRFLOW_BACKFILL_ID)) {
-        (Some(explicit), Some(airflow)) if explicit != airflow => {
+    let orchestrator_backfill = get(AIRFLOW_BACKFILL_ID)
+        .map(|id| ("Airflow's run", id))
+        .or_else(|| {
+            let id = dagster.as_ref()?.backfill_id.clone()?;
+            Some(("the Dagster run", id))
+        });
+    let backfill_id = match (get(BACKFILL_ID), orchestrator_backfill) {
+        (Some(explicit), Some((whose, theirs))) if explicit != theirs => {
             conflicts.push(format!(
-                "{BACKFILL_ID} says {explicit:?} but Airflow's run belongs to backfill {airflow:?}"
+                "{BACKFILL_ID} says {explicit:?} but {whose} belongs to backfill {theirs:?}"
             ));
             Some(explicit)
         }
-        (explicit, airflow) => explicit.or(airflow),
+        (explicit, theirs) => explicit.or(theirs.map(|(_, id)| id)),
     };
 
     // Without a window from any source, the context has none: every effect is suppressed

@@ -74,8 +74,9 @@
 //! kind; an unknown prefix is [`RunKind::Unknown`]), `AIRFLOW_CTX_TRY_NUMBER`,
 //! `AIRFLOW_CTX_RUN_TYPE`, `AIRFLOW_CTX_DATA_INTERVAL_START`/`_END` and
 //! `AIRFLOW_CTX_LOGICAL_DATE` (without an exported interval, the run is the instant of its
-//! logical date, as under Airflow 3's default cron timetable). Sources that disagree
-//! suppress; an explicit value never makes a replay look current. See [`env::vars`].
+//! logical date, as under Airflow 3's default cron timetable), or to a Dagster Pipes
+//! context (`DAGSTER_PIPES_CONTEXT`, see [`dagster`]). Sources that disagree suppress; an
+//! explicit value never makes a replay look current. See [`env::vars`].
 //!
 //! # Errors
 //!
@@ -97,6 +98,7 @@ pub mod approval;
 mod client;
 mod clock;
 mod context;
+pub mod dagster;
 mod effect;
 pub mod env;
 mod error;

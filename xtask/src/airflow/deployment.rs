@@ -72,26 +72,6 @@ pub(super) fn ensure_venv(venv: &Path) -> anyhow::Result<()> {
     )
 }
 
-/// Installs the wheel of this checkout into Airflow's virtualenv: the DAGs' Python tasks
-/// and the integration `import replaysafe` from it.
-pub(super) fn install_wheel(venv: &Path) -> anyhow::Result<()> {
-    let wheel = crate::dist::build_wheel("dev")?;
-    exec(
-        Command::new(venv.join("bin/python"))
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--no-input",
-                "--no-index",
-                "--no-deps",
-                "--force-reinstall",
-            ])
-            .arg(&wheel),
-    )
-}
-
 /// Empties (or creates) `dir`.
 pub(super) fn fresh_dir(dir: &Path) -> anyhow::Result<PathBuf> {
     if dir.exists() {

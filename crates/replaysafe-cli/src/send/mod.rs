@@ -21,6 +21,7 @@
 pub mod alert;
 pub mod email;
 pub mod metric;
+pub mod pipes;
 pub mod sftp;
 pub mod trigger;
 pub mod webhook;
@@ -322,6 +323,7 @@ fn announce<R, E: std::error::Error + Classify + 'static>(
 ) -> anyhow::Result<bool> {
     match result {
         Ok(Outcome::Delivered(delivered)) => {
+            pipes::count(pipes::Counted::Delivered);
             eprintln!(
                 "replaysafe: delivered {what} to {target} (attempts {}, key {})",
                 delivered.attempts, delivered.key
@@ -329,6 +331,7 @@ fn announce<R, E: std::error::Error + Classify + 'static>(
             Ok(false)
         }
         Ok(Outcome::Suppressed(suppressed)) => {
+            pipes::count(pipes::Counted::Suppressed);
             let reasons: Vec<&str> = suppressed.reasons.iter().map(|r| r.as_str()).collect();
             // A run without a window says, on the same line, what to set.
             let note = if suppressed
@@ -347,19 +350,31 @@ fn announce<R, E: std::error::Error + Classify + 'static>(
             Ok(false)
         }
         Err(SendError::Failed { attempts, source }) => {
+            pipes::count(pipes::Counted::Failed);
             eprintln!(
                 "replaysafe: failed {what} to {target} after {attempts} attempt(s): {}",
                 scrub(replaysafe_core::error_chain(source))
             );
             Ok(true)
         }
-        Err(error @ SendError::Journal { delivered, source }) => Err(journal_failure(
-            what,
-            target,
-            *delivered,
-            source,
-            scrub(replaysafe_core::error_chain(error)),
-        )),
+        Err(error @ SendError::Journal { delivered, source }) => {
+            // An attempt whose outcome the journal lacks is in doubt; a failed `attempting`
+            // record sent nothing.
+            let attempted = !matches!(
+                source.decision(),
+                Some(replaysafe_core::journal::JournalDecision::Attempting)
+            );
+            if *delivered || attempted {
+                pipes::count(pipes::Counted::InDoubt);
+            }
+            Err(journal_failure(
+                what,
+                target,
+                *delivered,
+                source,
+                scrub(replaysafe_core::error_chain(error)),
+            ))
+        }
         Err(error) => Err(anyhow::Error::msg(format!(
             "{what} to {target}: {}",
             scrub(replaysafe_core::error_chain(error))

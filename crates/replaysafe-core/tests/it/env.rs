@@ -460,3 +460,96 @@ fn the_airflow_hooks_clear_number_backfill_id_and_lineage_are_read() {
     .to_string();
     assert!(err.contains("AIRFLOW_CTX_REPLAYSAFE_UPSTREAM"), "{err}");
 }
+
+/// `DAGSTER_PIPES_CONTEXT` as Dagster's Pipes clients encode it: base64 of zlib of JSON.
+fn pipes(data: serde_json::Value) -> String {
+    use base64::Engine;
+    use std::io::Write;
+    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder
+        .write_all(serde_json::json!({ "data": data }).to_string().as_bytes())
+        .unwrap();
+    base64::engine::general_purpose::STANDARD.encode(encoder.finish().unwrap())
+}
+
+fn dagster_partition(extras: serde_json::Value, retry_number: u32) -> String {
+    // Yesterday's daily partition: current under a 2-day max age.
+    let today = chrono::Utc::now()
+        .date_naive()
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        .and_utc();
+    let start = today - chrono::TimeDelta::days(1);
+    pipes(serde_json::json!({
+        "run_id": "6c1e7b8a-run", "job_name": "__ASSET_JOB", "retry_number": retry_number,
+        "asset_keys": ["daily_orders"], "partition_key": start.format("%Y-%m-%d").to_string(),
+        "partition_time_window": {"start": start.to_rfc3339(), "end": today.to_rfc3339()},
+        "extras": extras,
+    }))
+}
+
+#[test]
+fn a_dagster_pipes_context_gives_pipeline_run_kind_and_window() {
+    let context = |value: String, extra: &[(&str, &str)]| {
+        let mut vars = vec![
+            ("DAGSTER_PIPES_CONTEXT", value.as_str()),
+            ("REPLAYSAFE_MAX_AGE", "webhook=2d"),
+        ];
+        vars.extend_from_slice(extra);
+        resolve(&vars)
+    };
+    let latest = context(dagster_partition(serde_json::json!({}), 0), &[]).unwrap();
+    assert_eq!(latest.pipeline(), "daily_orders");
+    assert_eq!(latest.run_kind(), RunKind::Scheduled);
+    assert!(latest.decide(&EffectKind::Webhook, "").delivers());
+
+    // A retry keeps the key: the same pipeline, window and effect.
+    let retried = context(dagster_partition(serde_json::json!({}), 1), &[]).unwrap();
+    assert_eq!(retried.run_kind(), RunKind::Retry);
+    assert_eq!(retried.window(), latest.window());
+
+    // A backfill is known from the extras the helper passes, and suppresses.
+    let backfill = context(
+        dagster_partition(serde_json::json!({"dagster/backfill": "bkf_7"}), 0),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(backfill.backfill_id(), Some("bkf_7"));
+    let decision = backfill.decide(&EffectKind::Webhook, "");
+    assert!(!decision.delivers() && decision.reasons().contains(&Reason::ReplayRun));
+
+    // No window and no partition (a single-run range backfill): unknown, not current.
+    let bare = context(
+        pipes(serde_json::json!({"run_id": "r", "asset_keys": ["daily_orders"], "extras": {}})),
+        &[],
+    )
+    .unwrap();
+    assert!(
+        bare.decide(&EffectKind::Webhook, "")
+            .reasons()
+            .contains(&Reason::UnknownWindow)
+    );
+
+    // Sources that disagree conflict: an explicit kind, window or backfill id, or Airflow.
+    let value = dagster_partition(serde_json::json!({"dagster/backfill": "bkf_7"}), 0);
+    for extra in [
+        &[("REPLAYSAFE_RUN_KIND", "scheduled")][..],
+        &[("REPLAYSAFE_BACKFILL_ID", "other")][..],
+        &[
+            ("REPLAYSAFE_WINDOW_START", "2026-08-05T00:00:00Z"),
+            ("REPLAYSAFE_WINDOW_END", "2026-08-06T00:00:00Z"),
+        ][..],
+        &[(
+            "AIRFLOW_CTX_DAG_RUN_ID",
+            "scheduled__2026-08-05T00:00:00+00:00",
+        )][..],
+    ] {
+        let cx = context(value.clone(), extra).unwrap();
+        assert!(cx.is_conflicting(), "{extra:?}");
+        assert!(!cx.decide(&EffectKind::Webhook, "").delivers());
+    }
+    let err = context("bm90IHpsaWI=".to_owned(), &[])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("DAGSTER_PIPES_CONTEXT"), "{err}");
+}
