@@ -26,6 +26,7 @@ pub mod plan;
 pub mod render;
 pub mod review;
 pub mod send;
+pub mod telemetry;
 
 /// Peak resident memory of this process in KiB (Linux `VmHWM`), when known.
 pub fn peak_memory_kib() -> Option<u64> {

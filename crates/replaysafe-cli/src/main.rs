@@ -580,11 +580,14 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Send(send) => {
+            let (name, common) = send.describe();
+            replaysafe_cli::telemetry::start(common.otel, &format!("replaysafe send {name}"))?;
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
             let ended = runtime.block_on(run_send(*send));
             send::pipes::report();
+            replaysafe_cli::telemetry::finish();
             Ok(match ended? {
                 send::Ended::Done => ExitCode::SUCCESS,
                 send::Ended::Failed => ExitCode::from(1),
@@ -645,6 +648,20 @@ fn run_approve(args: ApproveArgs) -> anyhow::Result<String> {
         now,
     };
     approve::approve(&request)
+}
+
+impl SendCommand {
+    /// The subcommand's name and the flags every send takes.
+    fn describe(&self) -> (&'static str, &send::Common) {
+        match self {
+            SendCommand::Webhook { common, .. } => ("webhook", common),
+            SendCommand::Email { common, .. } => ("email", common),
+            SendCommand::Sftp(args) => ("sftp", &args.common),
+            SendCommand::Alert(args) => ("alert", &args.common),
+            SendCommand::Trigger(args) => ("trigger", &args.common),
+            SendCommand::Metric(args) => ("metric", &args.common),
+        }
+    }
 }
 
 async fn run_send(command: SendCommand) -> anyhow::Result<send::Ended> {

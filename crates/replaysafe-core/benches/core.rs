@@ -352,6 +352,9 @@ fn main() {
         "ns/call",
     );
 
+    #[cfg(feature = "otel")]
+    otel(&mut report, &runtime, &scratch, &backfill, &effect);
+
     // 4. The ledger on JSON Lines journals already holding 10⁴ and 10⁶ records.
     ledger(&mut report, &runtime, &scratch, 10_000, "1e4");
     ledger(&mut report, &runtime, &scratch, 1_000_000, "1e6");
@@ -544,4 +547,81 @@ fn status_kib(field: &str) -> Option<u64> {
 /// later); false where that cannot be done.
 fn reset_peak_memory() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// An OpenTelemetry log exporter that drops every batch: the SDK's own cost, no network.
+#[cfg(feature = "otel")]
+#[derive(Debug)]
+struct DroppingExporter;
+
+#[cfg(feature = "otel")]
+impl opentelemetry_sdk::logs::LogExporter for DroppingExporter {
+    async fn export(
+        &self,
+        batch: opentelemetry_sdk::logs::LogBatch<'_>,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        black_box(batch.iter().count());
+        Ok(())
+    }
+}
+
+/// A suppressed send with `otel` on (the durable JSON Lines journal wrapped in
+/// `OtelJournal`, the SDK's batch processor, an exporter that drops) against the same send
+/// with it off, interleaved.
+#[cfg(feature = "otel")]
+fn otel(
+    report: &mut Report,
+    runtime: &tokio::runtime::Runtime,
+    scratch: &Path,
+    backfill: &replaysafe_core::ReplayContext,
+    effect: &TestEffect,
+) {
+    use opentelemetry::logs::LoggerProvider as _;
+    use replaysafe_core::journal::OtelJournal;
+
+    const CALLS: usize = 50_000;
+
+    let provider = opentelemetry_sdk::logs::SdkLoggerProvider::builder()
+        .with_batch_exporter(DroppingExporter)
+        .build();
+    let off = Guard::new(
+        InertClient,
+        JsonlJournal::open(scratch.join("otel-off.jsonl")).unwrap(),
+    );
+    let on = Guard::new(
+        InertClient,
+        OtelJournal::new(
+            JsonlJournal::open(scratch.join("otel-on.jsonl")).unwrap(),
+            provider.logger("replaysafe"),
+        ),
+    );
+    let mut off_best = Duration::MAX;
+    let mut on_best = Duration::MAX;
+    for _ in 0..5 {
+        for (guard, best) in [(&off, &mut off_best), (&on, &mut on_best)] {
+            let started = std::time::Instant::now();
+            runtime.block_on(async {
+                for _ in 0..CALLS {
+                    black_box(guard.send(backfill, effect).await.unwrap());
+                }
+            });
+            *best = (*best).min(started.elapsed());
+        }
+    }
+    let _ = provider.shutdown();
+    report.figure(
+        "core.otel.suppressed_send_on",
+        on_best.as_nanos() as f64 / CALLS as f64,
+        "ns/call",
+    );
+    report.figure(
+        "core.otel.suppressed_send_off",
+        off_best.as_nanos() as f64 / CALLS as f64,
+        "ns/call",
+    );
+    report.ratio(
+        "core.otel.suppressed_on_vs_off_cost",
+        on_best.as_secs_f64() / off_best.as_secs_f64(),
+        "a suppressed send with otel on (one log record per decision, batch processor) over the same send off, durable JSON Lines journal, interleaved; target <= 2",
+    );
 }

@@ -318,12 +318,19 @@ impl HttpClient {
         self.ssrf
             .check_url(request.url())
             .map_err(|refusal| Error::refused(call.action, shown, refusal))?;
-        let response = self
-            .client
-            .execute(request)
-            .await
-            .map_err(|error| Error::transport(call.action, shown, error))?;
+        #[cfg(feature = "otel")]
+        let mut span = crate::otel::ClientSpan::start(&request, shown);
+        let response = match self.client.execute(request).await {
+            Ok(response) => response,
+            Err(error) => {
+                #[cfg(feature = "otel")]
+                span.unanswered(&error);
+                return Err(Error::transport(call.action, shown, error));
+            }
+        };
         let status = response.status();
+        #[cfg(feature = "otel")]
+        span.answered(status.as_u16());
         let class = classify_status(status, response.headers());
         if class == ResponseClass::Success {
             return Ok(response);

@@ -39,6 +39,8 @@ mod classify;
 mod client;
 mod endpoint;
 mod error;
+#[cfg(feature = "otel")]
+mod otel;
 mod ssrf;
 
 pub use classify::{ResponseClass, classify_status, classify_status_at, parse_retry_after};

@@ -55,6 +55,9 @@ pub struct Common {
     /// Deliver whatever the journal knows of the key: for an effect meant to repeat (a heartbeat, a counter that counts every run). Without it, a key the journal saw delivered is not sent again (already_delivered), nor one in doubt to a receiver that cannot drop repeats (in_doubt).
     #[arg(long = "no-ledger")]
     pub no_ledger: bool,
+    /// Export each decision as an OpenTelemetry log record and each HTTP delivery as a client span, over OTLP/HTTP (configured by the OTEL_EXPORTER_OTLP_* variables); REPLAYSAFE_OTEL=1 does the same.
+    #[arg(long)]
+    pub otel: bool,
 }
 
 /// How a send ended, for the exit code.
@@ -267,7 +270,8 @@ fn context_and_journal(common: &Common) -> anyhow::Result<(ReplayContext, Arc<dy
         ),
     };
     // A path that is not a regular file (/dev/null, a FIFO) is refused: it keeps nothing.
-    Ok((cx, crate::journals::open(&path, named_by)?))
+    let journal = crate::journals::open(&path, named_by)?;
+    Ok((cx, crate::telemetry::journal(journal)))
 }
 
 /// `send`'s exit code when an attempt was made and its outcome (`delivered` or `failed`)

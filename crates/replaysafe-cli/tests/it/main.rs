@@ -8,6 +8,7 @@ mod durable;
 mod lineage;
 mod lists;
 mod memory;
+mod otel;
 mod outbox;
 mod outbox_boundaries;
 mod review;

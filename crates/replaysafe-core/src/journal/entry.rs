@@ -84,7 +84,7 @@ impl Serialize for EntryReasons<'_> {
 }
 
 impl EntryReasons<'_> {
-    fn to_strings(self) -> Vec<String> {
+    pub(crate) fn to_strings(self) -> Vec<String> {
         match self {
             EntryReasons::Typed(reasons) => reasons.iter().map(|r| r.as_str().to_owned()).collect(),
             EntryReasons::Text(reasons) => reasons.to_vec(),
@@ -111,6 +111,15 @@ impl Serialize for EntryTime<'_> {
 }
 
 impl EntryTime<'_> {
+    /// The canonical RFC 3339 text.
+    #[cfg(feature = "otel")]
+    pub(crate) fn to_text(self) -> String {
+        match self {
+            EntryTime::Text(text) => text.to_owned(),
+            EntryTime::Time(time) => crate::rfc3339(time),
+        }
+    }
+
     fn to_time(self) -> DateTime<Utc> {
         match self {
             EntryTime::Text(text) => chrono::DateTime::parse_from_rfc3339(text)

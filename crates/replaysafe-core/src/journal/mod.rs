@@ -6,6 +6,8 @@
 mod entry;
 mod file;
 mod ledger;
+#[cfg(feature = "otel")]
+mod otel;
 mod reader;
 mod sinks;
 
@@ -19,6 +21,8 @@ pub use entry::JournalEntry;
 pub(crate) use entry::{EntryReasons, EntryTime};
 pub use file::{Durability, JsonlJournal, JsonlOptions};
 pub use ledger::{Claim, Ledger, Memory};
+#[cfg(feature = "otel")]
+pub use otel::OtelJournal;
 pub use reader::{JournalReader, MAX_LINE_BYTES, ReadError, provably_not_attempting};
 pub use sinks::{MemoryJournal, NoopJournal, TracingJournal};
 

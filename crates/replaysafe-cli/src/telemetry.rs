@@ -1,0 +1,165 @@
+//! `send --otel` (or `REPLAYSAFE_OTEL=1`): every decision as an OpenTelemetry log record,
+//! and a client span per HTTP delivery, exported over OTLP/HTTP.
+//!
+//! The exporters read the standard variables: `OTEL_EXPORTER_OTLP_ENDPOINT` (and the
+//! `_LOGS_`/`_TRACES_` forms), `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_EXPORTER_OTLP_TIMEOUT`,
+//! `OTEL_EXPORTER_OTLP_PROTOCOL` (`http/protobuf`, the default, or `http/json`; gRPC is
+//! not built in) and `OTEL_SERVICE_NAME`. The send runs inside a span named after it; its
+//! log records and client spans carry that span's trace. The exporters are flushed when
+//! the send ends, on every path; an exporter that cannot reach its collector says so on
+//! stderr and the send's exit code stands.
+
+use std::sync::Arc;
+
+use replaysafe_core::Journal;
+
+/// The variable that turns telemetry on, as `--otel` does.
+pub const VARIABLE: &str = "REPLAYSAFE_OTEL";
+
+/// Whether telemetry is asked for: `--otel`, or `REPLAYSAFE_OTEL` set to `1` or `true`
+/// (`0`, `false` or empty leave it off; anything else is an error naming the variable).
+pub fn requested(flag: bool) -> anyhow::Result<bool> {
+    if flag {
+        return Ok(true);
+    }
+    match std::env::var(VARIABLE).as_deref().map(str::trim) {
+        Err(_) | Ok("" | "0" | "false") => Ok(false),
+        Ok("1" | "true") => Ok(true),
+        Ok(_) => anyhow::bail!("{VARIABLE}: expected 1, true, 0 or false"),
+    }
+}
+
+#[cfg(feature = "otel")]
+mod active {
+    use std::cell::RefCell;
+    use std::sync::OnceLock;
+
+    use anyhow::{Context as _, bail};
+    use opentelemetry::trace::{TraceContextExt, Tracer as _, TracerProvider as _};
+    use opentelemetry::{Context, ContextGuard, KeyValue};
+    use opentelemetry_otlp::{LogExporter, Protocol, SpanExporter, WithExportConfig};
+    use opentelemetry_sdk::Resource;
+    use opentelemetry_sdk::logs::{SdkLogger, SdkLoggerProvider};
+    use opentelemetry_sdk::trace::SdkTracerProvider;
+
+    pub(super) struct Providers {
+        pub(super) logs: SdkLoggerProvider,
+        pub(super) traces: SdkTracerProvider,
+        pub(super) logger: SdkLogger,
+    }
+
+    pub(super) static PROVIDERS: OnceLock<Providers> = OnceLock::new();
+
+    thread_local! {
+        /// The send's span, current on the thread that runs the send.
+        static ROOT: RefCell<Option<ContextGuard>> = const { RefCell::new(None) };
+    }
+
+    fn protocol() -> anyhow::Result<Protocol> {
+        let chosen = ["OTEL_EXPORTER_OTLP_PROTOCOL"]
+            .iter()
+            .find_map(|name| std::env::var(name).ok());
+        match chosen.as_deref().map(str::trim) {
+            None | Some("" | "http/protobuf") => Ok(Protocol::HttpBinary),
+            Some("http/json") => Ok(Protocol::HttpJson),
+            Some(other) => bail!(
+                "OTEL_EXPORTER_OTLP_PROTOCOL: {other:?} is not built in; use http/protobuf or http/json"
+            ),
+        }
+    }
+
+    /// Starts the exporters and the send's span, named `name`.
+    pub(super) fn start(name: &str) -> anyhow::Result<()> {
+        let protocol = protocol()?;
+        let logs = LogExporter::builder()
+            .with_http()
+            .with_protocol(protocol)
+            .build()
+            .context("--otel: the OTLP log exporter")?;
+        let spans = SpanExporter::builder()
+            .with_http()
+            .with_protocol(protocol)
+            .build()
+            .context("--otel: the OTLP span exporter")?;
+        // OTEL_SERVICE_NAME (read by the SDK) names the service when set.
+        let resource = match std::env::var("OTEL_SERVICE_NAME") {
+            Ok(name) if !name.trim().is_empty() => Resource::builder().build(),
+            _ => Resource::builder().with_service_name("replaysafe").build(),
+        };
+        let logs = SdkLoggerProvider::builder()
+            .with_resource(resource.clone())
+            .with_batch_exporter(logs)
+            .build();
+        let traces = SdkTracerProvider::builder()
+            .with_resource(resource)
+            .with_batch_exporter(spans)
+            .build();
+        opentelemetry::global::set_tracer_provider(traces.clone());
+        let logger = opentelemetry::logs::LoggerProvider::logger(&logs, "replaysafe");
+        let tracer = traces.tracer("replaysafe");
+        let span = tracer
+            .span_builder(name.to_owned())
+            .with_attributes([KeyValue::new("replaysafe.command", name.to_owned())])
+            .start(&tracer);
+        let guard = Context::current_with_span(span).attach();
+        ROOT.with(|root| *root.borrow_mut() = Some(guard));
+        let _ = PROVIDERS.set(Providers {
+            logs,
+            traces,
+            logger,
+        });
+        Ok(())
+    }
+
+    /// Ends the send's span and flushes both exporters.
+    pub(super) fn finish() {
+        ROOT.with(|root| {
+            if let Some(guard) = root.borrow_mut().take() {
+                Context::current().span().end();
+                drop(guard);
+            }
+        });
+        if let Some(providers) = PROVIDERS.get() {
+            for (what, result) in [
+                ("spans", providers.traces.shutdown()),
+                ("log records", providers.logs.shutdown()),
+            ] {
+                if let Err(error) = result {
+                    eprintln!("replaysafe: --otel: the {what} were not all exported: {error}");
+                }
+            }
+        }
+    }
+}
+
+/// Starts telemetry for a send named `name` when [`requested`].
+pub fn start(flag: bool, name: &str) -> anyhow::Result<()> {
+    if !requested(flag)? {
+        return Ok(());
+    }
+    #[cfg(feature = "otel")]
+    return active::start(name);
+    #[cfg(not(feature = "otel"))]
+    {
+        let _ = name;
+        anyhow::bail!("--otel: this replaysafe was built without its otel feature")
+    }
+}
+
+/// The journal, emitting each decision as a log record too when telemetry is on.
+pub fn journal(journal: Arc<dyn Journal>) -> Arc<dyn Journal> {
+    #[cfg(feature = "otel")]
+    if let Some(providers) = active::PROVIDERS.get() {
+        return Arc::new(replaysafe_core::journal::OtelJournal::new(
+            journal,
+            providers.logger.clone(),
+        ));
+    }
+    journal
+}
+
+/// Ends the send's span and exports what is left; a no-op when telemetry is off.
+pub fn finish() {
+    #[cfg(feature = "otel")]
+    active::finish();
+}
