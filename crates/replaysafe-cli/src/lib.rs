@@ -22,6 +22,7 @@ pub mod approve;
 pub mod duration;
 pub mod journals;
 pub mod outbox;
+pub mod outbox_metrics;
 pub mod plan;
 pub mod render;
 pub mod review;

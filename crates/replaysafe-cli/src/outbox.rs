@@ -45,6 +45,18 @@ pub enum Output {
     Json,
 }
 
+/// Output of `outbox status`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatusFormat {
+    /// A table for people.
+    #[default]
+    Table,
+    /// JSON for scripts.
+    Json,
+    /// The Prometheus text format, for a scrape or a node exporter's textfile.
+    Prometheus,
+}
+
 /// A row status, as `list --status` takes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum StatusArg {
@@ -121,14 +133,17 @@ pub enum OutboxCommand {
         /// Deliver nothing and change no row: journal what each due row would send, then exit (also REPLAYSAFE_MODE=dry-run).
         #[arg(long)]
         dry_run: bool,
+        /// Serve the queue's metrics at http://ADDR/metrics (Prometheus text format) while the worker runs, e.g. 127.0.0.1:9464.
+        #[arg(long, value_name = "ADDR")]
+        metrics_addr: Option<std::net::SocketAddr>,
     },
     /// Create the outbox tables, or migrate them to this version's schema (workers do it too; the other commands never do).
     Init,
     /// Counts by status, route and pipeline; the oldest pending row's age; rows in doubt.
     Status {
-        /// Output format.
+        /// Output format (prometheus: the queue's metrics in the Prometheus text format).
         #[arg(long, value_enum, default_value_t)]
-        format: Output,
+        format: StatusFormat,
     },
     /// Rows of one status, oldest first (no effect bodies; targets as redacted at staging).
     List {
@@ -283,6 +298,7 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
             lease_secs,
             poll_ms,
             drain,
+            metrics_addr,
             ..
         } => {
             let journal = open_journal(journal.as_deref())?;
@@ -329,6 +345,13 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
                 );
                 return Ok(std::process::ExitCode::SUCCESS);
             }
+            if let Some(address) = metrics_addr {
+                let store: Arc<dyn replaysafe_outbox::OutboxStore> = match &db {
+                    Database::Sqlite(outbox) => Arc::new(outbox.clone()),
+                    Database::Postgres(outbox) => Arc::new(outbox.clone()),
+                };
+                crate::outbox_metrics::serve(address, store).await?;
+            }
             let stats = if drain {
                 worker
                     .drain()
@@ -363,6 +386,12 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
                 replaysafe_outbox::sqlite::SCHEMA_VERSION
             );
         }
+        OutboxCommand::Status {
+            format: StatusFormat::Prometheus,
+        } => {
+            let queue = crate::outbox_metrics::Queue::read(store).await?;
+            print!("{}", queue.exposition());
+        }
         OutboxCommand::Status { format } => {
             let spinner = spinner("counting rows");
             let counts = store.counts().await.map_err(chain)?;
@@ -376,7 +405,7 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
                 *by_status.entry(count.status.as_str()).or_default() += count.rows;
             }
             match format {
-                Output::Json => {
+                StatusFormat::Json | StatusFormat::Prometheus => {
                     let value = serde_json::json!({
                         "database": describe(&db),
                         "by_status": by_status,
@@ -391,7 +420,7 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
                     });
                     println!("{}", serde_json::to_string_pretty(&value)?);
                 }
-                Output::Table => {
+                StatusFormat::Table => {
                     println!("outbox {}", safe(&describe(&db)));
                     let mut table = comfy_table::Table::new();
                     table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);

@@ -11,6 +11,7 @@ mod memory;
 mod otel;
 mod outbox;
 mod outbox_boundaries;
+mod outbox_metrics;
 mod review;
 mod send;
 mod send_kinds;

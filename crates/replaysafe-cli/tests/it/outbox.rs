@@ -309,7 +309,15 @@ fn the_operator_commands_work_on_sqlite() {
     let path = dir.path().join("outbox.db");
     sqlite::SqliteOutbox::open(&path).unwrap();
     let (address, seen) = receiver();
-    let mut conn = replaysafe_outbox::rusqlite::Connection::open(&path).unwrap();
+    let staged = stage_on_sqlite(&path, address);
+    let database = format!("sqlite:{}", path.display());
+    operate(&database, dir.path(), address, &seen, &staged);
+}
+
+/// Stages the scenario's three rows (a current row per route, a backfill's row) in the
+/// SQLite outbox at `path`, in one transaction.
+pub(crate) fn stage_on_sqlite(path: &Path, address: SocketAddr) -> Vec<Staged> {
+    let mut conn = replaysafe_outbox::rusqlite::Connection::open(path).unwrap();
     let tx = conn.transaction().unwrap();
     let staged: Vec<Staged> = plan(address)
         .iter()
@@ -319,8 +327,7 @@ fn the_operator_commands_work_on_sqlite() {
         })
         .collect();
     tx.commit().unwrap();
-    let database = format!("sqlite:{}", path.display());
-    operate(&database, dir.path(), address, &seen, &staged);
+    staged
 }
 
 #[test]

@@ -1,0 +1,223 @@
+//! The outbox's queue metrics in the Prometheus text format: `outbox status --format
+//! prometheus`, and `outbox work --metrics-addr ADDR` serving them at `/metrics` while the
+//! worker runs (read from the database at each scrape, so every worker of one outbox shows
+//! the same queue).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+
+use chrono::Utc;
+use replaysafe_outbox::{OutboxStore, Status};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The queue as one scrape sees it.
+#[derive(Debug)]
+pub struct Queue {
+    /// Rows by (status, route).
+    rows: BTreeMap<(&'static str, String), u64>,
+    oldest_pending_seconds: Option<u64>,
+    in_doubt: u64,
+    stale_completions: u64,
+    reclaimed: u64,
+}
+
+impl Queue {
+    /// Reads the queue from `store`.
+    pub async fn read(store: &dyn OutboxStore) -> anyhow::Result<Queue> {
+        let now = Utc::now();
+        let chain = |e: replaysafe_outbox::OutboxError| {
+            anyhow::anyhow!("{}", replaysafe_core::error_chain(&e))
+        };
+        let mut rows = BTreeMap::new();
+        for count in store.counts().await.map_err(chain)? {
+            *rows
+                .entry((count.status.as_str(), count.route))
+                .or_default() += count.rows;
+        }
+        let oldest = store.oldest_pending_age(now).await.map_err(chain)?;
+        let in_doubt = store.in_doubt(now).await.map_err(chain)?;
+        let counters = store.counters().await.map_err(chain)?;
+        Ok(Queue {
+            rows,
+            oldest_pending_seconds: oldest.map(|age| age.as_secs()),
+            in_doubt,
+            stale_completions: counters.stale_completions,
+            reclaimed: counters.reclaimed,
+        })
+    }
+
+    /// The Prometheus text exposition (version 0.0.4) of the queue.
+    pub fn exposition(&self) -> String {
+        let mut out = String::new();
+        let mut family = |name: &str, kind: &str, help: &str| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            name.to_owned()
+        };
+        let rows = family(
+            "replaysafe_outbox_rows",
+            "gauge",
+            "Rows of the outbox by status and route (delivered and dead: deliveries and failures by route).",
+        );
+        let routes: std::collections::BTreeSet<&str> =
+            self.rows.keys().map(|(_, route)| route.as_str()).collect();
+        for route in &routes {
+            // Every status of every route, zeros included, so a series does not vanish.
+            for status in Status::ALL {
+                let value = self
+                    .rows
+                    .get(&(status.as_str(), (*route).to_owned()))
+                    .copied()
+                    .unwrap_or(0);
+                let _ = writeln!(
+                    out,
+                    "{rows}{{status=\"{}\",route=\"{}\"}} {value}",
+                    status.as_str(),
+                    label(route)
+                );
+            }
+        }
+        let total = |status: Status| -> u64 {
+            self.rows
+                .iter()
+                .filter(|((s, _), _)| *s == status.as_str())
+                .map(|(_, rows)| rows)
+                .sum()
+        };
+        let mut gauge = |name: &str, help: &str, value: u64| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+            );
+        };
+        gauge(
+            "replaysafe_outbox_pending_rows",
+            "Rows waiting for a worker.",
+            total(Status::Pending),
+        );
+        gauge(
+            "replaysafe_outbox_dead_letters",
+            "Rows dead-lettered: failed for good or out of attempts.",
+            total(Status::Dead),
+        );
+        gauge(
+            "replaysafe_outbox_in_doubt_rows",
+            "Rows claimed whose lease is over: a delivery may have been made.",
+            self.in_doubt,
+        );
+        if let Some(age) = self.oldest_pending_seconds {
+            gauge(
+                "replaysafe_outbox_oldest_pending_age_seconds",
+                "How long the oldest pending row has waited since it was staged.",
+                age,
+            );
+        }
+        let mut counter = |name: &str, help: &str, value: u64| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+            );
+        };
+        counter(
+            "replaysafe_outbox_stale_completions_total",
+            "Completions refused because another claim had taken the row over.",
+            self.stale_completions,
+        );
+        counter(
+            "replaysafe_outbox_reclaimed_total",
+            "Rows claimed again after their lease ended.",
+            self.reclaimed,
+        );
+        out
+    }
+}
+
+/// A label value escaped as the text format wants it.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Serves `/metrics` on `address` until the process ends: each scrape reads the queue.
+/// Any other path is 404; a failed read is 500 with the error (which names no secret).
+pub async fn serve(
+    address: SocketAddr,
+    store: std::sync::Arc<dyn OutboxStore>,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|e| anyhow::anyhow!("--metrics-addr {address}: {e}"))?;
+    eprintln!(
+        "replaysafe: queue metrics on http://{}/metrics",
+        listener.local_addr()?
+    );
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut head = vec![0; 4096];
+                let read = stream.read(&mut head).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&head[..read]);
+                let path = request.split_whitespace().nth(1).unwrap_or("");
+                let (status, kind, body) = if path == "/metrics" {
+                    match Queue::read(store.as_ref()).await {
+                        Ok(queue) => ("200 OK", "text/plain; version=0.0.4", queue.exposition()),
+                        Err(error) => (
+                            "500 Internal Server Error",
+                            "text/plain",
+                            format!("{error:#}\n"),
+                        ),
+                    }
+                } else {
+                    (
+                        "404 Not Found",
+                        "text/plain",
+                        "only /metrics is served\n".to_owned(),
+                    )
+                };
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(label(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(label("x\ny"), "x\\ny");
+    }
+
+    #[test]
+    fn every_status_of_every_route_is_a_series() {
+        let queue = Queue {
+            rows: BTreeMap::from([
+                (("pending", "partner".to_owned()), 2),
+                (("dead", "partner".to_owned()), 1),
+            ]),
+            oldest_pending_seconds: Some(7),
+            in_doubt: 0,
+            stale_completions: 0,
+            reclaimed: 0,
+        };
+        let text = queue.exposition();
+        assert!(text.contains("replaysafe_outbox_rows{status=\"pending\",route=\"partner\"} 2"));
+        assert!(text.contains("replaysafe_outbox_rows{status=\"delivered\",route=\"partner\"} 0"));
+        assert!(text.contains("replaysafe_outbox_dead_letters 1"));
+        assert!(text.contains("replaysafe_outbox_oldest_pending_age_seconds 7"));
+    }
+}

@@ -1,0 +1,165 @@
+//! The outbox's queue metrics: `outbox status --format prometheus` and `outbox work
+//! --metrics-addr`, read by a real Prometheus-format parser (the Pushgateway's, which
+//! refuses a push it cannot parse).
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use replaysafe_outbox::sqlite;
+
+use crate::outbox::{outbox, receiver, routes_file, stage_on_sqlite};
+
+/// Pushes `text` to the real Pushgateway as the group `job`, and returns the samples it
+/// then serves for that group: the Pushgateway parses what it is given with Prometheus'
+/// own text parser and refuses (400) anything malformed.
+fn parsed_by_prometheus(text: &str, job: &str) -> Vec<String> {
+    let base = replaysafe_test::services::require("REPLAYSAFE_TEST_PUSHGATEWAY_URL");
+    let client = reqwest::blocking::Client::new();
+    let group = format!("{base}/metrics/job/{job}");
+    let pushed = client
+        .put(&group)
+        .header("Content-Type", "text/plain; version=0.0.4")
+        .body(text.to_owned())
+        .send()
+        .unwrap();
+    assert!(
+        pushed.status().is_success(),
+        "refused: {:?}\n{text}",
+        pushed.text()
+    );
+    let served = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    client.delete(&group).send().unwrap();
+    let marker = format!("job=\"{job}\"");
+    served
+        .lines()
+        .filter(|line| line.starts_with("replaysafe_outbox_") && line.contains(&marker))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The value of the sample named `name` whose labels include every one of `labels`.
+fn sample(samples: &[String], name: &str, labels: &[&str]) -> Option<f64> {
+    samples
+        .iter()
+        .find(|line| {
+            line.split(['{', ' ']).next() == Some(name) && labels.iter().all(|l| line.contains(l))
+        })
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+}
+
+/// The `replaysafe_outbox_rows` sample of one status and route.
+fn row_count(samples: &[String], status: &str, route: &str) -> Option<f64> {
+    sample(
+        samples,
+        "replaysafe_outbox_rows",
+        &[
+            &format!("status=\"{status}\""),
+            &format!("route=\"{route}\""),
+        ],
+    )
+}
+
+#[test]
+fn status_and_the_worker_serve_queue_metrics_prometheus_parses() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("outbox.db");
+    sqlite::SqliteOutbox::open(&path).unwrap();
+    let (address, _seen) = receiver();
+    let staged = stage_on_sqlite(&path, address);
+    assert_eq!(staged.len(), 3);
+    let database = format!("sqlite:{}", path.display());
+
+    // Before any worker: two pending (one per route), the backfill's row suppressed.
+    let text = String::from_utf8(
+        outbox(&database, &["status", "--format", "prometheus"])
+            .success()
+            .get_output()
+            .stdout
+            .clone(),
+    )
+    .unwrap();
+    let samples = parsed_by_prometheus(&text, "replaysafe_outbox_status_test");
+    let rows = |status: &str, route: &str| row_count(&samples, status, route);
+    assert_eq!(rows("pending", "partner"), Some(1.0), "{samples:?}");
+    assert_eq!(rows("pending", "broken"), Some(1.0));
+    assert_eq!(rows("suppressed", "partner"), Some(1.0));
+    assert_eq!(rows("delivered", "partner"), Some(0.0));
+    assert_eq!(
+        sample(&samples, "replaysafe_outbox_pending_rows", &[]),
+        Some(2.0)
+    );
+    assert!(
+        sample(
+            &samples,
+            "replaysafe_outbox_oldest_pending_age_seconds",
+            &[]
+        )
+        .is_some()
+    );
+    assert_eq!(
+        sample(&samples, "replaysafe_outbox_dead_letters", &[]),
+        Some(0.0)
+    );
+
+    // A worker serving its metrics: scraped while it runs, after it delivered.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let journal = dir.path().join("worker.jsonl");
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("replaysafe"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("REPLAYSAFE_") {
+            command.env_remove(key);
+        }
+    }
+    let mut worker = command
+        .args(["outbox", "work", "--database", &database, "--routes"])
+        .arg(routes_file(dir.path(), address))
+        .arg("--journal")
+        .arg(&journal)
+        .args([
+            "--poll-ms",
+            "50",
+            "--metrics-addr",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let scraped = loop {
+        let answer = reqwest::blocking::get(format!("http://127.0.0.1:{port}/metrics"))
+            .ok()
+            .filter(|answer| answer.status().is_success())
+            .and_then(|answer| answer.text().ok());
+        if let Some(text) =
+            answer.filter(|text| text.contains("status=\"delivered\",route=\"partner\"} 1"))
+        {
+            break text;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no delivery scraped"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let missing = reqwest::blocking::get(format!("http://127.0.0.1:{port}/other")).unwrap();
+    assert_eq!(missing.status(), 404);
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &worker.id().to_string()])
+        .status();
+    let _ = worker.wait();
+    let samples = parsed_by_prometheus(&scraped, "replaysafe_outbox_worker_test");
+    let rows = |status: &str, route: &str| row_count(&samples, status, route);
+    assert_eq!(rows("delivered", "partner"), Some(1.0), "{samples:?}");
+    assert_eq!(rows("pending", "partner"), Some(0.0));
+}
