@@ -345,12 +345,13 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
                 );
                 return Ok(std::process::ExitCode::SUCCESS);
             }
+            let worker = Arc::new(worker);
             if let Some(address) = metrics_addr {
                 let store: Arc<dyn replaysafe_outbox::OutboxStore> = match &db {
                     Database::Sqlite(outbox) => Arc::new(outbox.clone()),
                     Database::Postgres(outbox) => Arc::new(outbox.clone()),
                 };
-                crate::outbox_metrics::serve(address, store).await?;
+                crate::outbox_metrics::serve(address, store, worker.clone()).await?;
             }
             let stats = if drain {
                 worker

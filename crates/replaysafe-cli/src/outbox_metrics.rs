@@ -132,6 +132,25 @@ impl Queue {
     }
 }
 
+/// The circuits of this worker's routes with a breaker: 1 while open (or probing).
+pub fn circuits(circuits: &[(String, replaysafe_outbox::Circuit)]) -> String {
+    if circuits.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "# HELP replaysafe_outbox_circuit_open Whether this worker holds the route's circuit open (its rows wait).\n# TYPE replaysafe_outbox_circuit_open gauge\n",
+    );
+    for (route, circuit) in circuits {
+        let open = u8::from(*circuit != replaysafe_outbox::Circuit::Closed);
+        let _ = writeln!(
+            out,
+            "replaysafe_outbox_circuit_open{{route=\"{}\"}} {open}",
+            label(route)
+        );
+    }
+    out
+}
+
 /// A label value escaped as the text format wants it.
 fn label(value: &str) -> String {
     value
@@ -145,6 +164,7 @@ fn label(value: &str) -> String {
 pub async fn serve(
     address: SocketAddr,
     store: std::sync::Arc<dyn OutboxStore>,
+    worker: std::sync::Arc<replaysafe_outbox::Worker>,
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(address)
         .await
@@ -159,6 +179,7 @@ pub async fn serve(
                 continue;
             };
             let store = store.clone();
+            let worker = worker.clone();
             tokio::spawn(async move {
                 let mut head = vec![0; 4096];
                 let read = stream.read(&mut head).await.unwrap_or(0);
@@ -166,7 +187,11 @@ pub async fn serve(
                 let path = request.split_whitespace().nth(1).unwrap_or("");
                 let (status, kind, body) = if path == "/metrics" {
                     match Queue::read(store.as_ref()).await {
-                        Ok(queue) => ("200 OK", "text/plain; version=0.0.4", queue.exposition()),
+                        Ok(queue) => (
+                            "200 OK",
+                            "text/plain; version=0.0.4",
+                            queue.exposition() + &circuits(&worker.circuits()),
+                        ),
                         Err(error) => (
                             "500 Internal Server Error",
                             "text/plain",

@@ -1,6 +1,8 @@
 //! Outbox benchmarks: staging inside the caller's transaction against a raw rusqlite
 //! upsert of the same rows; one worker against a raw claim-and-complete SQL loop, both
-//! with an in-process inert route; the worker's memory and speed at 10⁴ and 10⁶ rows.
+//! with an in-process inert route; the worker's memory and speed at 10⁴ and 10⁶ rows; a
+//! healthy route's throughput beside a route answering 500 (under a circuit breaker)
+//! against its throughput alone, through loopback HTTP receivers.
 //!
 //! Run with `cargo xtask bench` (or `cargo bench -p replaysafe-outbox`); figures go to
 //! `target/bench/outbox.json`.
@@ -306,8 +308,130 @@ fn main() {
         );
     }
 
+    flow(&mut report, &runtime, &scratch);
+
     let _ = std::fs::remove_dir_all(&scratch);
     report.write().unwrap();
+}
+
+/// A loopback receiver answering `status` to every POST at once.
+fn answering(runtime: &tokio::runtime::Runtime, status: u16) -> String {
+    runtime.block_on(async move {
+        let status = axum::http::StatusCode::from_u16(status).unwrap();
+        let app =
+            axum::Router::new().route("/hooks", axum::routing::post(move || async move { status }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{address}/hooks")
+    })
+}
+
+fn webhook_route(name: &str, url: &str) -> Route<replaysafe_webhook::WebhookClient> {
+    use replaysafe_webhook::{IpNetwork, SsrfPolicy, WebhookClient};
+    let guard = WebhookClient::builder(url)
+        .ssrf_policy(
+            SsrfPolicy::default().allow_network("127.0.0.1/32".parse::<IpNetwork>().unwrap()),
+        )
+        .build(NoopJournal)
+        .unwrap();
+    Route::new(name, guard).unwrap()
+}
+
+/// The healthy route's deliveries per second: `healthy` rows to a receiver answering 200,
+/// with `failing` rows of another route to one answering 500 staged beside them, one
+/// worker at 8 in flight, the failing route under a breaker (5 failures, probe every 10 s).
+fn healthy_throughput(
+    runtime: &tokio::runtime::Runtime,
+    scratch: &Path,
+    urls: (&str, &str),
+    healthy: usize,
+    failing: usize,
+) -> f64 {
+    use replaysafe_outbox::{FlowControl, OutboxStore, Status};
+    let path = scratch.join(format!("flow-{failing}.db"));
+    let mut conn = database(&path);
+    let (good, bad) = (
+        webhook_route("partner", urls.0),
+        webhook_route("broken", urls.1),
+    );
+    let live = contexts::live();
+    let tx = conn.transaction().unwrap();
+    for (route, count) in [(&good, healthy), (&bad, failing)] {
+        for n in 0..count {
+            let hook =
+                replaysafe_webhook::Webhook::json(format!("e.{n}"), serde_json::json!({"n": n}));
+            sqlite::stage(&tx, &live, route, &hook).unwrap();
+        }
+    }
+    tx.commit().unwrap();
+    drop(conn);
+    let store = sqlite::SqliteOutbox::open(&path).unwrap();
+    let worker = Worker::builder(store.clone())
+        .add_route(good)
+        .add_route(bad)
+        .flow(
+            "broken",
+            FlowControl::new().with_breaker(5, Duration::from_secs(10)),
+        )
+        .in_flight(8)
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    runtime.block_on(async {
+        loop {
+            worker.run_once().await.unwrap();
+            let delivered = store
+                .counts()
+                .await
+                .unwrap()
+                .iter()
+                .filter(|c| c.status == Status::Delivered && c.route == "partner")
+                .map(|c| c.rows)
+                .sum::<u64>();
+            if delivered as usize >= healthy {
+                break;
+            }
+        }
+    });
+    healthy as f64 / started.elapsed().as_secs_f64()
+}
+
+fn flow(report: &mut Report, runtime: &tokio::runtime::Runtime, scratch: &Path) {
+    let ok = answering(runtime, 200);
+    let failing = answering(runtime, 500);
+    let (mut alone_best, mut beside_best) = (0.0_f64, 0.0_f64);
+    for _ in 0..3 {
+        alone_best = alone_best.max(healthy_throughput(
+            runtime,
+            scratch,
+            (&ok, &failing),
+            400,
+            0,
+        ));
+        beside_best = beside_best.max(healthy_throughput(
+            runtime,
+            scratch,
+            (&ok, &failing),
+            400,
+            400,
+        ));
+    }
+    report.figure(
+        "outbox.flow.healthy_alone_per_second",
+        alone_best,
+        "deliveries/s",
+    );
+    report.figure(
+        "outbox.flow.healthy_beside_failing_per_second",
+        beside_best,
+        "deliveries/s",
+    );
+    report.ratio(
+        "outbox.flow.healthy_beside_failing_vs_alone",
+        beside_best / alone_best,
+        "the healthy route's throughput with a route answering 500 beside it (breaker: 5 failures) over its throughput alone, 8 in flight, loopback receivers, best of 3 interleaved; target >= 0.9",
+    );
 }
 
 /// The raw baseline: claim 32 due rows in a short transaction, "deliver", complete each on its token.

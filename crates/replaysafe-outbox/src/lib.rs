@@ -79,6 +79,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod error;
+mod flow;
 mod journal;
 #[cfg(feature = "postgres")]
 pub mod named;
@@ -91,6 +92,7 @@ mod store;
 mod worker;
 
 pub use error::OutboxError;
+pub use flow::{BreakerConfig, Circuit, FlowControl, parse_rate};
 pub use journal::JournalQuery;
 pub use route::{MAX_ROUTE_NAME, Route};
 pub use row::{SourceVersion, StageParam, Staged, Status, stage_params};

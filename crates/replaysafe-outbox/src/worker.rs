@@ -20,6 +20,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
+use crate::flow::{Admission, Circuit, Flow, FlowControl};
 use crate::route::{Attempt, ErasedRoute};
 use crate::store::{ClaimRequest, ClaimedRow, Completion, CompletionResult, OutboxStore};
 use crate::{OutboxError, Route};
@@ -43,6 +44,7 @@ pub const DEFAULT_POLL: Duration = Duration::from_millis(500);
 
 /// Builds a [`Worker`]; see [`Worker::builder`].
 pub struct WorkerBuilder {
+    flows: Vec<(String, FlowControl)>,
     store: Arc<dyn OutboxStore>,
     routes: Vec<Result<Arc<dyn ErasedRoute>, OutboxError>>,
     lease: Duration,
@@ -147,8 +149,16 @@ impl WorkerBuilder {
         self
     }
 
+    /// Flow control for the route `name`: a rate, a cap on its deliveries in flight, a
+    /// circuit breaker (see [`FlowControl`]); within this worker process.
+    pub fn flow(mut self, name: impl Into<String>, control: FlowControl) -> Self {
+        self.flows.push((name.into(), control));
+        self
+    }
+
     /// Builds the worker; an invalid or repeated route name, or no route at all, is
-    /// [`OutboxError::Invalid`] for `route`.
+    /// [`OutboxError::Invalid`] for `route`; flow control for a route the worker does not
+    /// have, or out of range, is [`OutboxError::Invalid`] naming the field.
     pub fn build(self) -> Result<Worker, OutboxError> {
         let mut routes = HashMap::new();
         for route in self.routes {
@@ -169,9 +179,21 @@ impl WorkerBuilder {
         }
         let mut route_names: Vec<String> = routes.keys().cloned().collect();
         route_names.sort();
+        let mut flows = HashMap::new();
+        for (name, control) in &self.flows {
+            if !routes.contains_key(name) {
+                return Err(OutboxError::invalid(
+                    "flow",
+                    format!("names no route of the worker: {name}"),
+                ));
+            }
+            control.check()?;
+            flows.insert(name.clone(), Arc::new(Flow::new(name, control)));
+        }
         Ok(Worker {
             store: self.store,
             routes,
+            flows,
             route_names,
             lease: self.lease,
             batch: self
@@ -202,6 +224,7 @@ impl WorkerBuilder {
 pub struct Worker {
     store: Arc<dyn OutboxStore>,
     routes: HashMap<String, Arc<dyn ErasedRoute>>,
+    flows: HashMap<String, Arc<Flow>>,
     route_names: Vec<String>,
     lease: Duration,
     batch: u32,
@@ -276,6 +299,7 @@ impl Worker {
     /// Starts a builder over `store`.
     pub fn builder(store: impl OutboxStore + 'static) -> WorkerBuilder {
         WorkerBuilder {
+            flows: Vec::new(),
             store: Arc::new(store),
             routes: Vec::new(),
             lease: DEFAULT_LEASE,
@@ -292,6 +316,17 @@ impl Worker {
     /// The store.
     pub fn store(&self) -> &Arc<dyn OutboxStore> {
         &self.store
+    }
+
+    /// The circuit of every route with a breaker, by route name.
+    pub fn circuits(&self) -> Vec<(String, Circuit)> {
+        let mut circuits: Vec<(String, Circuit)> = self
+            .flows
+            .iter()
+            .map(|(name, flow)| (name.clone(), flow.circuit()))
+            .collect();
+        circuits.sort_by(|a, b| a.0.cmp(&b.0));
+        circuits
     }
 
     /// Claims one batch and works it through; returns what it did (nothing claimed when
@@ -418,8 +453,19 @@ impl Worker {
 
     async fn pass(&self, stopped: &AtomicBool) -> Result<WorkerStats, OutboxError> {
         let mut stats = WorkerStats::default();
+        // A route whose circuit is open has its rows left where they are until its probe.
+        let now = std::time::Instant::now();
+        let routes: Vec<String> = self
+            .route_names
+            .iter()
+            .filter(|name| self.flows.get(*name).is_none_or(|flow| flow.claimable(now)))
+            .cloned()
+            .collect();
+        if routes.is_empty() {
+            return Ok(stats);
+        }
         let request = ClaimRequest {
-            routes: self.route_names.clone(),
+            routes,
             limit: self.batch,
             lease: self.lease,
             now: self.clock.now(),
@@ -439,12 +485,30 @@ impl Worker {
                 // Let the stop watcher run even when deliveries never wait (an in-process
                 // route on a current-thread runtime), so a stop is seen between two rows.
                 tokio::task::yield_now().await;
+                let flow = self.flows.get(&row.route);
+                let admission =
+                    flow.map_or(Admission::Go, |flow| flow.admit(std::time::Instant::now()));
+                if admission == Admission::Wait {
+                    return Step::NotBegun(row);
+                }
+                // A slot of the route and a token of its rate, waited for here.
+                let _slot = match flow {
+                    Some(flow) => flow.enter().await,
+                    None => None,
+                };
+                let given_back = || {
+                    if admission == Admission::Probe {
+                        flow.inspect(|flow| flow.probe_not_sent());
+                    }
+                };
                 if stopped.load(Ordering::SeqCst) {
+                    given_back();
                     return Step::NotBegun(row);
                 }
                 if self.clock.now() >= lease_ends {
                     // The process was held up past its lease (a pause, a frozen VM): the
                     // row may already be another worker's. Leave it to them.
+                    given_back();
                     return Step::LeaseExpired;
                 }
                 let mut stats = WorkerStats::default();
@@ -480,6 +544,24 @@ impl Worker {
 
     async fn work(&self, row: &ClaimedRow, stats: &mut WorkerStats) -> Result<(), OutboxError> {
         let attempt = self.attempt(row, Mode::Live).await;
+        if let Some(flow) = self.flows.get(&row.route) {
+            match &attempt {
+                // The receiver answered: a delivery, or a refusal of this row.
+                Attempt::Delivered
+                | Attempt::Failed {
+                    transient: false, ..
+                } => {
+                    flow.record(true, std::time::Instant::now());
+                }
+                Attempt::Failed {
+                    transient: true, ..
+                } => {
+                    flow.record(false, std::time::Instant::now());
+                }
+                // Nothing was sent: it says nothing of the route.
+                Attempt::Suppressed(_) | Attempt::Refused { .. } => flow.probe_not_sent(),
+            }
+        }
         let now = self.clock.now();
         let completion = match attempt {
             Attempt::Delivered => {

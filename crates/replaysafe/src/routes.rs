@@ -30,6 +30,10 @@ use serde::Deserialize;
 pub struct RoutesFile {
     /// Route name → route.
     pub routes: BTreeMap<String, RouteConfig>,
+    /// Route name → its flow control, from the route's `flow` object (a rate, a
+    /// concurrency cap, a circuit breaker: [`replaysafe_outbox::FlowControl`]).
+    #[serde(skip)]
+    pub flows: BTreeMap<String, replaysafe_outbox::FlowControl>,
 }
 
 /// One route: a client configuration, tagged by `kind`.
@@ -125,8 +129,22 @@ impl RoutesFile {
             at: where_(e.line(), e.column()),
             problem: classify(&e),
         };
-        check_secret_fields(&serde_json::from_str(text).map_err(located)?)?;
-        let file: RoutesFile = serde_json::from_str(text).map_err(located)?;
+        let mut value: serde_json::Value = serde_json::from_str(text).map_err(located)?;
+        check_secret_fields(&value)?;
+        // A route's `flow` is the worker's, not the client's: taken out before the client's
+        // configuration (closed to unknown fields) is read.
+        let flows = take_flows(&mut value, path)?;
+        let mut file: RoutesFile = if flows.is_empty() {
+            serde_json::from_str(text).map_err(located)?
+        } else {
+            serde_json::from_value(value).map_err(|e| RoutesError::Invalid {
+                at: path
+                    .map(|p| format!("{}: ", p.display()))
+                    .unwrap_or_default(),
+                problem: classify(&e),
+            })?
+        };
+        file.flows = flows;
         if file.routes.is_empty() {
             return Err(RoutesError::Invalid {
                 at: path
@@ -172,9 +190,41 @@ impl RoutesFile {
                 RouteConfig::Pushgateway(config) => build!(config),
                 RouteConfig::Statsd(config) => build!(config),
             };
+            if let Some(flow) = self.flows.get(name) {
+                builder = builder.flow(name, flow.clone());
+            }
         }
         Ok(builder)
     }
+}
+
+/// Takes each route's `flow` object out of the file's JSON and reads it, naming the route
+/// when it is not a flow control.
+fn take_flows(
+    file: &mut serde_json::Value,
+    path: Option<&Path>,
+) -> Result<BTreeMap<String, replaysafe_outbox::FlowControl>, RoutesError> {
+    let mut flows = BTreeMap::new();
+    let routes = file
+        .get_mut("routes")
+        .and_then(serde_json::Value::as_object_mut);
+    for (route, config) in routes.into_iter().flatten() {
+        let Some(flow) = config.as_object_mut().and_then(|c| c.remove("flow")) else {
+            continue;
+        };
+        let flow = serde_json::from_value(flow).map_err(|e| RoutesError::Invalid {
+            at: path
+                .map(|p| format!("{}: ", p.display()))
+                .unwrap_or_default(),
+            // A flow control holds no secret: its own message is shown.
+            problem: format!(
+                "route {route}: flow: {}",
+                e.to_string().split(" at line").next().unwrap_or("invalid")
+            ),
+        })?;
+        flows.insert(route.clone(), flow);
+    }
+    Ok(flows)
 }
 
 /// Refuses, naming the route and the field and never quoting the value, every `…_env`
@@ -258,6 +308,38 @@ fn classify(error: &serde_json::Error) -> String {
             "not valid JSON".to_owned()
         }
         _ => "a value has the wrong type".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod flow_tests {
+    use super::*;
+
+    #[test]
+    fn a_routes_flow_is_read_apart_from_its_client() {
+        let file = RoutesFile::parse(
+            r#"{"routes": {"partner": {"kind": "webhook", "url": "https://partner.example/hooks",
+                "flow": {"rate": "50/s", "concurrency": 4, "breaker": {"failures": 5, "probe_every": "30s"}}},
+              "reports": {"kind": "webhook", "url": "https://reports.example/hooks"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(file.routes.len(), 2);
+        assert_eq!(
+            file.flows.get("partner"),
+            Some(
+                &replaysafe_outbox::FlowControl::new()
+                    .with_rate(50.0)
+                    .with_concurrency(4)
+                    .with_breaker(5, std::time::Duration::from_secs(30))
+            )
+        );
+        assert!(!file.flows.contains_key("reports"));
+        let bad = RoutesFile::parse(
+            r#"{"routes": {"partner": {"kind": "webhook", "url": "https://p.example/h", "flow": {"rate": "fast"}}}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(bad.contains("route partner: flow: rate"), "{bad}");
     }
 }
 

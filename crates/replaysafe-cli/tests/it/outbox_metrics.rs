@@ -114,6 +114,14 @@ fn status_and_the_worker_serve_queue_metrics_prometheus_parses() {
         .unwrap()
         .port();
     let journal = dir.path().join("worker.jsonl");
+    // The broken route (a 400: the row's problem, not the route's) under a circuit breaker.
+    let routes = dir.path().join("routes-flow.json");
+    let mut file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(routes_file(dir.path(), address)).unwrap())
+            .unwrap();
+    file["routes"]["broken"]["flow"] =
+        serde_json::json!({"breaker": {"failures": 2, "probe_every": "1m"}, "concurrency": 1});
+    std::fs::write(&routes, file.to_string()).unwrap();
     let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("replaysafe"));
     for (key, _) in std::env::vars() {
         if key.starts_with("REPLAYSAFE_") {
@@ -122,7 +130,7 @@ fn status_and_the_worker_serve_queue_metrics_prometheus_parses() {
     }
     let mut worker = command
         .args(["outbox", "work", "--database", &database, "--routes"])
-        .arg(routes_file(dir.path(), address))
+        .arg(&routes)
         .arg("--journal")
         .arg(&journal)
         .args([
@@ -141,9 +149,10 @@ fn status_and_the_worker_serve_queue_metrics_prometheus_parses() {
             .ok()
             .filter(|answer| answer.status().is_success())
             .and_then(|answer| answer.text().ok());
-        if let Some(text) =
-            answer.filter(|text| text.contains("status=\"delivered\",route=\"partner\"} 1"))
-        {
+        if let Some(text) = answer.filter(|text| {
+            text.contains("status=\"delivered\",route=\"partner\"} 1")
+                && text.contains("status=\"dead\",route=\"broken\"} 1")
+        }) {
             break text;
         }
         assert!(
@@ -162,4 +171,19 @@ fn status_and_the_worker_serve_queue_metrics_prometheus_parses() {
     let rows = |status: &str, route: &str| row_count(&samples, status, route);
     assert_eq!(rows("delivered", "partner"), Some(1.0), "{samples:?}");
     assert_eq!(rows("pending", "partner"), Some(0.0));
+    assert_eq!(rows("dead", "broken"), Some(1.0));
+    assert_eq!(
+        sample(&samples, "replaysafe_outbox_dead_letters", &[]),
+        Some(1.0)
+    );
+    // The breaker's state: closed, as a 400 says nothing against the route.
+    assert_eq!(
+        sample(
+            &samples,
+            "replaysafe_outbox_circuit_open",
+            &["route=\"broken\""]
+        ),
+        Some(0.0),
+        "{samples:?}"
+    );
 }

@@ -1,4 +1,5 @@
 mod end_to_end;
+mod flow;
 pub(crate) mod journal;
 mod memory;
 mod ops;
