@@ -15,7 +15,7 @@ use super::{Journal, JournalDecision, JournalEntry, JournalError, Ledger};
 /// `replaysafe.idempotency_key`, `replaysafe.window.start`/`.end`, `replaysafe.run.kind`,
 /// `replaysafe.pipeline`, `replaysafe.run.id`, the target as `url.full` when it is a URL
 /// (as the journal redacts it) and `error.type` on a failure (the HTTP status code when
-/// the error names one, else `_OTHER`). Nothing else of the effect: no payload, header or
+/// the error names one, `timeout` or `connect` without an answer, else `_OTHER`). Nothing else of the effect: no payload, header or
 /// secret reaches the record. The records go to `inner` first; the log record is emitted
 /// after the journal took it.
 pub struct OtelJournal<J, L> {
@@ -105,18 +105,24 @@ impl<J, L: Logger> OtelJournal<J, L> {
     }
 }
 
-/// The low-cardinality `error.type` of a failure: the HTTP status code its error names
-/// (a three-digit number from 100 to 599 standing alone), else `_OTHER`.
+/// The low-cardinality `error.type` of a failure, from the error the journal keeps: the
+/// HTTP status code when it names one (`…: 503 service unavailable`), `timeout` or
+/// `connect` when the request got no answer for that reason, else `_OTHER`.
 fn error_type(error: &str) -> String {
-    error
-        .split(|c: char| !c.is_ascii_digit())
-        .find(|token| {
-            token.len() == 3
-                && token
-                    .parse::<u16>()
-                    .is_ok_and(|code| (100..600).contains(&code))
+    let status = error.match_indices(": ").find_map(|(at, _)| {
+        let rest = &error[at + 2..];
+        let digits = rest.get(..3)?;
+        let standalone = rest[3..].chars().next().is_none_or(|c| c == ' ');
+        digits.parse::<u16>().ok().filter(|code| {
+            (100..600).contains(code) && standalone && digits.bytes().all(|b| b.is_ascii_digit())
         })
-        .map_or_else(|| "_OTHER".to_owned(), str::to_owned)
+    });
+    match status {
+        Some(code) => code.to_string(),
+        None if error.contains("timed out") => "timeout".to_owned(),
+        None if error.contains("connection failed") => "connect".to_owned(),
+        None => "_OTHER".to_owned(),
+    }
 }
 
 #[cfg(test)]
