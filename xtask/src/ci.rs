@@ -1,8 +1,10 @@
 //! `cargo xtask ci [--no-airflow]`: every check, in order, with the time each phase took.
 //!
-//! It ends with `cargo xtask airflow` (a real Airflow 3.3.2 scheduler, backfill and API
-//! server, from PyPI: about 85 s with the install, 45 s after); `--no-airflow` leaves it
-//! out for a quicker local run.
+//! After the Python wheel it runs `cargo xtask dagster` (real Dagster Pipes from PyPI), and
+//! it ends with `cargo xtask airflow` (a real Airflow 3.3.2 with its providers: scheduler,
+//! backfills, assets, the `replaysafe.airflow` integration and the API server; about
+//! 280 s with the install, 150 s after); `--no-airflow` leaves that out for a quicker
+//! local run.
 
 use std::time::{Duration, Instant};
 
