@@ -292,32 +292,7 @@ pub(super) fn case_backfill(
         .map(|back| latest - TimeDelta::minutes(10 * back))
         .collect();
     let (from, to) = (ticks[0].to_rfc3339(), ticks[2].to_rfc3339());
-    let args = [
-        "backfill",
-        "create",
-        "--dag-id",
-        PROBE,
-        "--from-date",
-        &from,
-        "--to-date",
-        &to,
-    ];
-    // The scheduler writes to the same SQLite file; a busy database is retried.
-    let mut attempt = 1;
-    loop {
-        let log = logs.join(format!("backfill-create-{attempt}.log"));
-        match airflow.run_logged(&args, &log) {
-            Ok(_) => break,
-            Err(error) if attempt < 5 && format!("{error:#}").contains("database is locked") => {
-                eprintln!(
-                    "xtask airflow: backfill create attempt {attempt}: database is locked, retrying"
-                );
-                attempt += 1;
-                std::thread::sleep(Duration::from_secs(2));
-            }
-            Err(error) => return Err(error),
-        }
-    }
+    airflow.backfill_create(PROBE, &from, &to, logs)?;
     let runs = finished_runs(deployment, world, PROBE, "backfill", 3)?;
     let dates: Vec<DateTime<Utc>> = runs.iter().map(|run| run.logical_date).collect();
     checks.record(

@@ -198,6 +198,47 @@ impl Airflow {
     }
 }
 
+impl Airflow {
+    /// `airflow backfill create` of `dag`'s runs due from `from` to `to` (inclusive), its
+    /// output in `logs/backfill-DAG-N.log`. The scheduler writes to the same SQLite file,
+    /// so a busy database is tried again, up to five times.
+    pub(super) fn backfill_create(
+        &self,
+        dag: &str,
+        from: &str,
+        to: &str,
+        logs: &Path,
+    ) -> anyhow::Result<()> {
+        let args = [
+            "backfill",
+            "create",
+            "--dag-id",
+            dag,
+            "--from-date",
+            from,
+            "--to-date",
+            to,
+        ];
+        let mut attempt = 1;
+        loop {
+            let log = logs.join(format!("backfill-{dag}-{attempt}.log"));
+            match self.run_logged(&args, &log) {
+                Ok(_) => return Ok(()),
+                Err(error)
+                    if attempt < 5 && format!("{error:#}").contains("database is locked") =>
+                {
+                    eprintln!(
+                        "xtask airflow: backfill create of {dag}, attempt {attempt}: database is locked, retrying"
+                    );
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_secs(2));
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+}
+
 /// `bytes` random bytes from the kernel, as hex.
 pub(super) fn random_hex(bytes: usize) -> anyhow::Result<String> {
     use std::io::Read;

@@ -387,19 +387,7 @@ fn backfill_three_days(airflow: &Airflow, dag: &str, logs: &Path) -> anyhow::Res
         .and_utc();
     let from = (today - TimeDelta::days(3)).to_rfc3339();
     let to = (today - TimeDelta::days(1)).to_rfc3339();
-    airflow.run_logged(
-        &[
-            "backfill",
-            "create",
-            "--dag-id",
-            dag,
-            "--from-date",
-            &from,
-            "--to-date",
-            &to,
-        ],
-        &logs.join(format!("backfill-{dag}.log")),
-    )?;
+    airflow.backfill_create(dag, &from, &to, logs)?;
     Ok(())
 }
 
