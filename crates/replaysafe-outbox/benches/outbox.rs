@@ -392,6 +392,10 @@ fn healthy_throughput(
             if delivered as usize >= healthy {
                 break;
             }
+            assert!(
+                pass.claimed > 0,
+                "nothing left to claim, but only {delivered} of {healthy} delivered"
+            );
         }
     });
     healthy as f64 / started.elapsed().as_secs_f64()
