@@ -367,6 +367,8 @@ fn healthy_throughput(
     tx.commit().unwrap();
     drop(conn);
     let store = sqlite::SqliteOutbox::open(&path).unwrap();
+    // The rows' contexts are on the fixture's fixed clock: the worker's too, or they
+    // would be stale by now.
     let worker = Worker::builder(store.clone())
         .add_route(good)
         .add_route(bad)
@@ -375,12 +377,15 @@ fn healthy_throughput(
             FlowControl::new().with_breaker(5, Duration::from_secs(10)),
         )
         .in_flight(8)
+        .clock(std::sync::Arc::new(replaysafe_core::FixedClock::new(
+            contexts::now(),
+        )))
         .build()
         .unwrap();
     let started = Instant::now();
     runtime.block_on(async {
         loop {
-            worker.run_once().await.unwrap();
+            let pass = worker.run_once().await.unwrap();
             let delivered = store
                 .counts()
                 .await
