@@ -2,19 +2,27 @@
 //! flight, and a circuit breaker (docs/adr/0017-outbox-flow-control.md).
 //!
 //! - **Rate** (`"50/s"`, `"300/m"`, `"2/h"`): a token bucket holding at most one second's
-//!   tokens (at least one); a delivery takes a token before it starts, waiting for one.
-//! - **Concurrency**: at most this many deliveries of the route at once, so a slow route
-//!   holds at most its cap of the worker's `in_flight` slots.
+//!   tokens (at least one); a delivery takes a token before it starts, waiting for one,
+//!   but not past its claim's lease nor once the worker stops (the row is given back);
+//!   the worker claims no row of the route while no token is at hand.
+//! - **Concurrency**: at most this many of the route's rows in one pass of the worker (the
+//!   rest are given back for the next), so a slow route holds at most its cap of the
+//!   worker's `in_flight` slots.
 //! - **Breaker**: after `failures` consecutive transient failures (a 5xx, a timeout, no
 //!   answer) the route opens: the worker claims none of its rows, which wait with their
 //!   attempts unspent; once per `probe_every` it claims them again and lets one row through
 //!   as a probe; a probe that gets an answer (delivered, or refused for the row's own
 //!   reason) closes the route, a probe that fails keeps it open for another interval.
+//!   A rate's token and a circuit's admission are taken once a delivery's turn comes in
+//!   the worker's pass, not before: a row admitted has its token, and a row the circuit
+//!   holds back is given back with its attempt unspent.
 //!   Opening and closing are logged (`replaysafe::outbox`) and counted; `outbox work
 //!   --metrics-addr` shows the state.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use serde::Deserialize;
 
@@ -151,17 +159,6 @@ pub enum Circuit {
     Probing,
 }
 
-/// What the worker may do with one claimed row of the route.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Admission {
-    /// Deliver it.
-    Go,
-    /// Deliver it as the probe of an open circuit.
-    Probe,
-    /// Give it back unattempted: the circuit is open.
-    Wait,
-}
-
 #[derive(Debug)]
 struct Breaker {
     config: BreakerConfig,
@@ -170,22 +167,58 @@ struct Breaker {
     probe_at: Instant,
 }
 
-/// Tokio's clock, so a paused test runtime paces it too.
+/// Tokens of the route's rate. `tokens` goes below 0 while deliveries wait for theirs.
 #[derive(Debug)]
 struct Bucket {
     rate: f64,
     capacity: f64,
     tokens: f64,
-    refilled: tokio::time::Instant,
+    refilled: Instant,
 }
 
-/// The flow state of one route in a worker.
+impl Bucket {
+    fn refill(&mut self, now: Instant) {
+        let earned = now.saturating_duration_since(self.refilled).as_secs_f64() * self.rate;
+        self.tokens = (self.tokens + earned).min(self.capacity);
+        self.refilled = now;
+    }
+}
+
+/// The flow state of one route in a worker. Times are Tokio's clock, so a paused test
+/// runtime drives them.
 #[derive(Debug)]
 pub(crate) struct Flow {
     route: String,
+    cap: Option<usize>,
     bucket: Option<Mutex<Bucket>>,
-    slots: Option<tokio::sync::Semaphore>,
     breaker: Option<Mutex<Breaker>>,
+}
+
+/// A row of the route admitted to delivery. A probe admitted and never settled (the row
+/// was given back, the future dropped) leaves the circuit open, as before the probe.
+#[derive(Debug)]
+pub(crate) struct Ticket<'a> {
+    flow: &'a Flow,
+    probe: bool,
+    settled: bool,
+}
+
+impl Ticket<'_> {
+    /// Records how the delivery ended: `answered` when the receiver answered (a delivery,
+    /// or a refusal of this row), false for a transient failure (a 5xx, a timeout, no
+    /// answer). Returns the circuit's new state when it changed.
+    pub(crate) fn record(mut self, answered: bool) -> Option<Circuit> {
+        self.settled = true;
+        self.flow.record(answered, Instant::now())
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        if self.probe && !self.settled {
+            self.flow.probe_not_sent();
+        }
+    }
 }
 
 impl Flow {
@@ -193,16 +226,16 @@ impl Flow {
         let now = Instant::now();
         Flow {
             route: route.to_owned(),
+            cap: control.concurrency,
             bucket: control.rate.map(|rate| {
                 let capacity = rate.max(1.0);
                 Mutex::new(Bucket {
                     rate,
                     capacity,
                     tokens: capacity,
-                    refilled: tokio::time::Instant::now(),
+                    refilled: now,
                 })
             }),
-            slots: control.concurrency.map(tokio::sync::Semaphore::new),
             breaker: control.breaker.clone().map(|config| {
                 Mutex::new(Breaker {
                     config,
@@ -214,77 +247,86 @@ impl Flow {
         }
     }
 
-    /// The circuit's state.
-    pub(crate) fn circuit(&self) -> Circuit {
-        self.breaker
-            .as_ref()
-            .map_or(Circuit::Closed, |b| lock(b).state)
+    /// The circuit's state, for a route with a breaker.
+    pub(crate) fn circuit(&self) -> Option<Circuit> {
+        self.breaker.as_ref().map(|breaker| lock(breaker).state)
     }
 
-    /// Whether the worker should claim rows of the route now: closed, or open with a
-    /// probe due.
+    /// At most this many of the route's rows are delivered in one pass, at once.
+    pub(crate) fn cap(&self) -> Option<usize> {
+        self.cap
+    }
+
+    /// Whether the worker should claim rows of the route now: its circuit closed (or open
+    /// with a probe due), and a token of its rate at hand.
     pub(crate) fn claimable(&self, now: Instant) -> bool {
-        self.breaker.as_ref().is_none_or(|breaker| {
+        let circuit = self.breaker.as_ref().is_none_or(|breaker| {
             let breaker = lock(breaker);
             match breaker.state {
                 Circuit::Closed => true,
                 Circuit::Open => now >= breaker.probe_at,
                 Circuit::Probing => false,
             }
-        })
+        });
+        let token = self.bucket.as_ref().is_none_or(|bucket| {
+            let mut bucket = lock(bucket);
+            bucket.refill(now);
+            bucket.tokens >= 1.0
+        });
+        circuit && token
     }
 
-    /// Admits one claimed row: the first row of an open circuit whose probe is due goes
-    /// as the probe; the others wait.
-    pub(crate) fn admit(&self, now: Instant) -> Admission {
+    /// Takes a token of the route's rate: the wait before it is due, or `None` (nothing
+    /// taken) when that wait would be longer than `within`.
+    pub(crate) fn take_token(&self, within: Duration) -> Option<Duration> {
+        let Some(bucket) = &self.bucket else {
+            return Some(Duration::ZERO);
+        };
+        let mut bucket = lock(bucket);
+        bucket.refill(Instant::now());
+        let wait = if bucket.tokens >= 1.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64((1.0 - bucket.tokens) / bucket.rate)
+        };
+        if wait > within {
+            return None;
+        }
+        bucket.tokens -= 1.0;
+        Some(wait)
+    }
+
+    /// Gives back a token taken for a row that was then not sent.
+    pub(crate) fn give_back_token(&self) {
+        if let Some(bucket) = &self.bucket {
+            let mut bucket = lock(bucket);
+            bucket.tokens = (bucket.tokens + 1.0).min(bucket.capacity);
+        }
+    }
+
+    /// Admits one row to delivery, or `None` when the circuit holds it back: the first row
+    /// of an open circuit whose probe is due goes as the probe, one at a time.
+    pub(crate) fn admit(&self, now: Instant) -> Option<Ticket<'_>> {
+        let ticket = |probe| Ticket {
+            flow: self,
+            probe,
+            settled: false,
+        };
         let Some(breaker) = &self.breaker else {
-            return Admission::Go;
+            return Some(ticket(false));
         };
         let mut breaker = lock(breaker);
         match breaker.state {
-            Circuit::Closed => Admission::Go,
+            Circuit::Closed => Some(ticket(false)),
             Circuit::Open if now >= breaker.probe_at => {
                 breaker.state = Circuit::Probing;
-                Admission::Probe
+                Some(ticket(true))
             }
-            Circuit::Open | Circuit::Probing => Admission::Wait,
+            Circuit::Open | Circuit::Probing => None,
         }
     }
 
-    /// Waits for a delivery slot and a token; the slot is held until the guard drops.
-    pub(crate) async fn enter(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
-        let permit = match &self.slots {
-            Some(slots) => slots.acquire().await.ok(),
-            None => None,
-        };
-        if let Some(bucket) = &self.bucket {
-            loop {
-                let wait = {
-                    let mut bucket = lock(bucket);
-                    let now = tokio::time::Instant::now();
-                    let earned = now.duration_since(bucket.refilled).as_secs_f64() * bucket.rate;
-                    bucket.tokens = (bucket.tokens + earned).min(bucket.capacity);
-                    bucket.refilled = now;
-                    if bucket.tokens >= 1.0 {
-                        bucket.tokens -= 1.0;
-                        None
-                    } else {
-                        Some(Duration::from_secs_f64((1.0 - bucket.tokens) / bucket.rate))
-                    }
-                };
-                match wait {
-                    None => break,
-                    Some(wait) => tokio::time::sleep(wait).await,
-                }
-            }
-        }
-        permit
-    }
-
-    /// Records how a delivery of the route ended: `answered` when the receiver answered
-    /// (delivered, or refused for the row's own reason), false for a transient failure.
-    /// Returns the circuit's new state when it changed.
-    pub(crate) fn record(&self, answered: bool, now: Instant) -> Option<Circuit> {
+    fn record(&self, answered: bool, now: Instant) -> Option<Circuit> {
         let breaker = self.breaker.as_ref()?;
         let mut breaker = lock(breaker);
         let before = breaker.state;
@@ -299,33 +341,32 @@ impl Flow {
             }
         }
         let after = breaker.state;
-        // A probe that fails leaves it open: that is no change to report.
+        // A probe that fails leaves it open: no change to report.
         let changed = match (before, after) {
             (Circuit::Closed, Circuit::Open) => Some(Circuit::Open),
             (Circuit::Open | Circuit::Probing, Circuit::Closed) => Some(Circuit::Closed),
             _ => None,
         };
-        if let Some(state) = changed {
-            match state {
-                Circuit::Open => tracing::warn!(
-                    target: "replaysafe::outbox",
-                    route = self.route.as_str(),
-                    failures = breaker.failures,
-                    "circuit opened: the route's rows wait; one is let through every {:?}",
-                    breaker.config.probe_every
-                ),
-                _ => tracing::warn!(
-                    target: "replaysafe::outbox",
-                    route = self.route.as_str(),
-                    "circuit closed: the probe got an answer; the route's rows flow again"
-                ),
-            }
+        match changed {
+            Some(Circuit::Open) => tracing::warn!(
+                target: "replaysafe::outbox",
+                route = self.route.as_str(),
+                failures = breaker.failures,
+                "circuit opened: the route's rows wait; one is let through every {:?}",
+                breaker.config.probe_every
+            ),
+            Some(_) => tracing::warn!(
+                target: "replaysafe::outbox",
+                route = self.route.as_str(),
+                "circuit closed: the probe got an answer; the route's rows flow again"
+            ),
+            None => {}
         }
         changed
     }
 
-    /// A probe given back unattempted (the worker stopped): the circuit stays open.
-    pub(crate) fn probe_not_sent(&self) {
+    /// A probe not sent: the circuit stays open.
+    fn probe_not_sent(&self) {
         if let Some(breaker) = &self.breaker {
             let mut breaker = lock(breaker);
             if breaker.state == Circuit::Probing {
@@ -382,51 +423,64 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_breaker_opens_probes_once_and_closes_on_an_answer() {
+    /// A ticket recording a failure, and the circuit after.
+    fn fail(flow: &Flow) -> Option<Circuit> {
+        flow.admit(Instant::now()).unwrap().record(false)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_breaker_opens_probes_once_and_closes_on_an_answer() {
         let flow = Flow::new(
             "partner",
             &FlowControl::new().with_breaker(3, Duration::from_secs(30)),
         );
-        let start = Instant::now();
-        assert_eq!(flow.record(false, start), None);
-        assert_eq!(flow.record(false, start), None);
-        assert_eq!(flow.admit(start), Admission::Go);
-        assert_eq!(flow.record(false, start), Some(Circuit::Open));
+        assert_eq!((fail(&flow), fail(&flow)), (None, None));
+        assert_eq!(fail(&flow), Some(Circuit::Open));
         // Open: nothing is claimed or admitted until the probe is due.
-        assert!(!flow.claimable(start + Duration::from_secs(29)));
-        assert_eq!(flow.admit(start + Duration::from_secs(29)), Admission::Wait);
-        let due = start + Duration::from_secs(30);
-        assert!(flow.claimable(due));
-        assert_eq!(flow.admit(due), Admission::Probe);
-        assert_eq!(flow.admit(due), Admission::Wait, "one probe at a time");
-        assert!(!flow.claimable(due));
+        tokio::time::advance(Duration::from_secs(29)).await;
+        assert!(!flow.claimable(Instant::now()));
+        assert!(flow.admit(Instant::now()).is_none());
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(flow.claimable(Instant::now()));
+        let probe = flow.admit(Instant::now()).unwrap();
+        assert!(flow.admit(Instant::now()).is_none(), "one probe at a time");
+        assert!(!flow.claimable(Instant::now()));
+        // A probe given back unsent (dropped) leaves it open, and due again.
+        drop(probe);
+        assert_eq!(flow.circuit(), Some(Circuit::Open));
+        let probe = flow.admit(Instant::now()).unwrap();
         // A failed probe keeps it open for another interval.
-        assert_eq!(flow.record(false, due), None);
-        assert_eq!(flow.circuit(), Circuit::Open);
-        assert!(!flow.claimable(due + Duration::from_secs(29)));
-        let next = due + Duration::from_secs(30);
-        assert_eq!(flow.admit(next), Admission::Probe);
-        assert_eq!(flow.record(true, next), Some(Circuit::Closed));
-        assert_eq!(flow.admit(next), Admission::Go);
+        assert_eq!(probe.record(false), None);
+        assert!(!flow.claimable(Instant::now()));
+        tokio::time::advance(Duration::from_secs(30)).await;
+        let probe = flow.admit(Instant::now()).unwrap();
+        assert_eq!(probe.record(true), Some(Circuit::Closed));
+        assert!(flow.admit(Instant::now()).is_some());
     }
 
     #[tokio::test(start_paused = true)]
-    async fn the_bucket_lets_a_seconds_tokens_through_then_paces() {
+    async fn the_bucket_gives_a_seconds_tokens_then_paces_within_the_lease() {
         let flow = Flow::new("partner", &FlowControl::new().with_rate(10.0));
-        let start = tokio::time::Instant::now();
         for _ in 0..10 {
-            flow.enter().await;
+            assert_eq!(flow.take_token(Duration::ZERO), Some(Duration::ZERO));
         }
-        assert_eq!(
-            tokio::time::Instant::now(),
-            start,
-            "a second's tokens at once"
+        assert!(
+            !flow.claimable(Instant::now()),
+            "no token at hand: nothing claimed"
         );
-        for _ in 0..5 {
-            flow.enter().await;
-        }
-        let waited = tokio::time::Instant::now() - start;
-        assert!(waited >= Duration::from_millis(490), "{waited:?}");
+        // The next token is 100 ms away: taken when the lease leaves time for it.
+        assert_eq!(flow.take_token(Duration::from_millis(50)), None);
+        assert_eq!(
+            flow.take_token(Duration::from_secs(1)),
+            Some(Duration::from_millis(100))
+        );
+        // One given back is there for the next.
+        flow.give_back_token();
+        assert_eq!(
+            flow.take_token(Duration::from_secs(1)),
+            Some(Duration::from_millis(100))
+        );
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(flow.claimable(Instant::now()));
     }
 }

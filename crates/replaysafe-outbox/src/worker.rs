@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
-use crate::flow::{Admission, Circuit, Flow, FlowControl};
+use crate::flow::{Circuit, Flow, FlowControl, Ticket};
 use crate::route::{Attempt, ErasedRoute};
 use crate::store::{ClaimRequest, ClaimedRow, Completion, CompletionResult, OutboxStore};
 use crate::{OutboxError, Route};
@@ -39,6 +39,9 @@ pub fn default_retry() -> RetryPolicy {
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 /// The default number of rows claimed at once.
 pub const DEFAULT_BATCH: u32 = 32;
+/// How often a delivery waiting for its route's rate looks at the stop flag.
+const STOP_CHECK: Duration = Duration::from_millis(200);
+
 /// The default pause when no row is due.
 pub const DEFAULT_POLL: Duration = Duration::from_millis(500);
 
@@ -323,7 +326,7 @@ impl Worker {
         let mut circuits: Vec<(String, Circuit)> = self
             .flows
             .iter()
-            .map(|(name, flow)| (name.clone(), flow.circuit()))
+            .filter_map(|(name, flow)| Some((name.clone(), flow.circuit()?)))
             .collect();
         circuits.sort_by(|a, b| a.0.cmp(&b.0));
         circuits
@@ -453,8 +456,9 @@ impl Worker {
 
     async fn pass(&self, stopped: &AtomicBool) -> Result<WorkerStats, OutboxError> {
         let mut stats = WorkerStats::default();
-        // A route whose circuit is open has its rows left where they are until its probe.
-        let now = std::time::Instant::now();
+        // A route whose circuit is open, or whose rate has no token at hand, has its rows
+        // left where they are.
+        let now = tokio::time::Instant::now();
         let routes: Vec<String> = self
             .route_names
             .iter()
@@ -476,43 +480,50 @@ impl Worker {
             .unwrap_or(request.now);
         let rows = self.store.claim(&request).await?;
         stats.claimed = rows.len() as u64;
+        // A route's concurrency cap: at most that many of its rows in this pass, so its
+        // rows never hold more of the worker's `in_flight` slots; the rest are given back
+        // for a later pass.
+        let mut taken: HashMap<&str, usize> = HashMap::new();
+        let over_cap: Vec<bool> = rows
+            .iter()
+            .map(|row| {
+                let cap = self.flows.get(&row.route).and_then(|flow| flow.cap());
+                let count = taken.entry(row.route.as_str()).or_default();
+                *count += 1;
+                cap.is_some_and(|cap| *count > cap)
+            })
+            .collect();
         // Up to `in_flight` rows at once; each checks the stop flag and the lease
         // before it begins, and a row not begun is given back.
-        let rows = &rows;
+        let (rows, over_cap) = (&rows, &over_cap);
         let steps: Vec<Step<'_>> = futures_util::stream::iter(0..rows.len())
             .map(|index| async move {
                 let row = &rows[index];
                 // Let the stop watcher run even when deliveries never wait (an in-process
                 // route on a current-thread runtime), so a stop is seen between two rows.
                 tokio::task::yield_now().await;
-                let flow = self.flows.get(&row.route);
-                let admission =
-                    flow.map_or(Admission::Go, |flow| flow.admit(std::time::Instant::now()));
-                if admission == Admission::Wait {
+                if over_cap[index] {
                     return Step::NotBegun(row);
                 }
-                // A slot of the route and a token of its rate, waited for here.
-                let _slot = match flow {
-                    Some(flow) => flow.enter().await,
+                let flow = self.flows.get(&row.route).map(Arc::as_ref);
+                let ticket = match flow {
+                    Some(flow) => match self.enter(flow, lease_ends, stopped).await {
+                        Some(ticket) => Some(ticket),
+                        None => return Step::NotBegun(row),
+                    },
                     None => None,
                 };
-                let given_back = || {
-                    if admission == Admission::Probe {
-                        flow.inspect(|flow| flow.probe_not_sent());
-                    }
-                };
+                // A probe's ticket dropped unsettled leaves the circuit open.
                 if stopped.load(Ordering::SeqCst) {
-                    given_back();
                     return Step::NotBegun(row);
                 }
                 if self.clock.now() >= lease_ends {
                     // The process was held up past its lease (a pause, a frozen VM): the
                     // row may already be another worker's. Leave it to them.
-                    given_back();
                     return Step::LeaseExpired;
                 }
                 let mut stats = WorkerStats::default();
-                match self.work(row, &mut stats).await {
+                match self.work(row, &mut stats, ticket).await {
                     Ok(()) => Step::Done(stats),
                     Err(error) => Step::Failed(error),
                 }
@@ -542,24 +553,56 @@ impl Worker {
         }
     }
 
-    async fn work(&self, row: &ClaimedRow, stats: &mut WorkerStats) -> Result<(), OutboxError> {
+    /// Lets a row of a flow-controlled route in: a token of its rate (waited for, but not
+    /// past the lease, and not once the worker stops), then the circuit's admission. `None`
+    /// gives the row back unattempted, with its token.
+    async fn enter<'f>(
+        &self,
+        flow: &'f Flow,
+        lease_ends: chrono::DateTime<chrono::Utc>,
+        stopped: &AtomicBool,
+    ) -> Option<Ticket<'f>> {
+        let left = (lease_ends - self.clock.now()).to_std().unwrap_or_default();
+        let wait = flow.take_token(left)?;
+        let until = tokio::time::Instant::now() + wait;
+        while tokio::time::Instant::now() < until {
+            if stopped.load(Ordering::SeqCst) {
+                flow.give_back_token();
+                return None;
+            }
+            tokio::time::sleep_until(until.min(tokio::time::Instant::now() + STOP_CHECK)).await;
+        }
+        let ticket = flow.admit(tokio::time::Instant::now());
+        if ticket.is_none() {
+            flow.give_back_token();
+        }
+        ticket
+    }
+
+    async fn work(
+        &self,
+        row: &ClaimedRow,
+        stats: &mut WorkerStats,
+        ticket: Option<Ticket<'_>>,
+    ) -> Result<(), OutboxError> {
         let attempt = self.attempt(row, Mode::Live).await;
-        if let Some(flow) = self.flows.get(&row.route) {
+        if let Some(ticket) = ticket {
             match &attempt {
                 // The receiver answered: a delivery, or a refusal of this row.
                 Attempt::Delivered
                 | Attempt::Failed {
                     transient: false, ..
                 } => {
-                    flow.record(true, std::time::Instant::now());
+                    ticket.record(true);
                 }
                 Attempt::Failed {
                     transient: true, ..
                 } => {
-                    flow.record(false, std::time::Instant::now());
+                    ticket.record(false);
                 }
-                // Nothing was sent: it says nothing of the route.
-                Attempt::Suppressed(_) | Attempt::Refused { .. } => flow.probe_not_sent(),
+                // Nothing was sent: it says nothing of the route (a probe's ticket
+                // dropped unsettled leaves the circuit open).
+                Attempt::Suppressed(_) | Attempt::Refused { .. } => {}
             }
         }
         let now = self.clock.now();

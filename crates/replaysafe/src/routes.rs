@@ -216,15 +216,25 @@ fn take_flows(
             at: path
                 .map(|p| format!("{}: ", p.display()))
                 .unwrap_or_default(),
-            // A flow control holds no secret: its own message is shown.
-            problem: format!(
-                "route {route}: flow: {}",
-                e.to_string().split(" at line").next().unwrap_or("invalid")
-            ),
+            // The flow's own messages (a rate, a duration) quote nothing; serde's others
+            // might quote a value, so they are classified as every other field's.
+            problem: format!("route {route}: flow: {}", flow_problem(&e)),
         })?;
         flows.insert(route.clone(), flow);
     }
     Ok(flows)
+}
+
+/// What is wrong with a route's `flow`: the flow's own message when it is one, otherwise
+/// what [`classify`] says, which never quotes a value.
+fn flow_problem(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    let own = text.split(" at line").next().unwrap_or_default();
+    if own.starts_with("rate:") || own.starts_with("probe_every:") {
+        own.to_owned()
+    } else {
+        classify(error)
+    }
 }
 
 /// Refuses, naming the route and the field and never quoting the value, every `…_env`
@@ -340,6 +350,14 @@ mod flow_tests {
         .unwrap_err()
         .to_string();
         assert!(bad.contains("route partner: flow: rate"), "{bad}");
+        // A value of the wrong type is not quoted.
+        let pasted = RoutesFile::parse(
+            r#"{"routes": {"partner": {"kind": "webhook", "url": "https://p.example/h", "flow": {"concurrency": "whsec_s3cr3t"}}}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(pasted.contains("route partner: flow"), "{pasted}");
+        assert!(!pasted.contains("whsec_s3cr3t"), "{pasted}");
     }
 }
 

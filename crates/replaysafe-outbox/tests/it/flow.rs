@@ -166,3 +166,30 @@ fn flow_control_for_an_unknown_route_or_out_of_range_is_refused_naming_it() {
     assert!(build("elsewhere", FlowControl::new()).contains("elsewhere"));
     assert!(build("partner", FlowControl::new().with_rate(0.0)).contains("flow.rate"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_slower_than_the_lease_leaves_rows_unattempted_instead_of_expiring_them() {
+    let healthy = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("outbox.db");
+    let store = sqlite::SqliteOutbox::open(&path).unwrap();
+    let clock = Arc::new(FixedClock::new(contexts::now()));
+    let partner = route("partner", &healthy.url());
+    stage(&path, &clock, &[&partner], 3);
+    // One token an hour, a lease of two seconds: the first row goes; the others cannot
+    // get a token within their lease, so they are given back, not left to expire.
+    let worker = Worker::builder(store.clone())
+        .add_route(partner)
+        .flow("partner", FlowControl::new().with_rate(1.0 / 3600.0))
+        .lease(Duration::from_secs(2))
+        .in_flight(3)
+        .clock(clock)
+        .build()
+        .unwrap();
+    let stats = worker.drain().await.unwrap();
+    assert_eq!((stats.delivered, stats.lease_expired), (1, 0), "{stats:?}");
+    assert_eq!(healthy.requests().len(), 1);
+    let pending = store.list(Status::Pending, 10).await.unwrap();
+    assert_eq!(pending.len(), 2);
+    assert!(pending.iter().all(|row| row.attempts == 0), "{pending:?}");
+}
