@@ -10,6 +10,10 @@ PipesSubprocessClient with `replaysafe.dagster.extras(context)`:
   the backfill daemon gives its runs) deliver nothing and journal `replay_run`;
 - re-executing the latest partition (`dagster/parent_run_id`) keeps the key: nothing is
   sent again (`already_delivered`);
+- re-executing a backfill's run (which Dagster gives no backfill tag) is still the
+  backfill's: `replay_run`, nothing sent;
+- a run whose extras do not name `dagster/backfill` (an asset written without the helper)
+  cannot be told from a backfill's: `unknown_context`, nothing sent;
 - a statically partitioned asset has no time window: `unknown_window`, nothing sent.
 
 Arguments: the `replaysafe` binary and a scratch directory. Prints one line per check and
@@ -65,7 +69,8 @@ def send(context: dg.AssetExecutionContext, client: dg.PipesSubprocessClient) ->
             "--data", json.dumps({"partition": context.partition_key, "run_id": context.run_id}),
         ],
         context=context,
-        extras=replaysafe.dagster.extras(context),
+        # A run tagged `xtask/no_extras` passes none, as an asset written without the helper.
+        extras={} if context.run.tags.get("xtask/no_extras") else replaysafe.dagster.extras(context),
         env={
             "REPLAYSAFE_JOURNAL": str(JOURNAL),
             "REPLAYSAFE_MAX_AGE": "webhook=2d",
@@ -134,9 +139,11 @@ check(
     custom(first),
 )
 
+backfill_runs = {}
 for days in (4, 3, 2):
     partition = (TODAY - dt.timedelta(days=days)).strftime("%Y-%m-%d")
     backfill = run(orders, partition, {"dagster/backfill": "xtaskbkf"})
+    backfill_runs[partition] = backfill
     check(f"the backfill's run of {partition} sent nothing", requests_from(backfill) == 0, received)
     check(f"the backfill's run of {partition} journaled replay_run",
           len(records(backfill)) == 1 and "replay_run" in reasons(backfill)[0]
@@ -157,6 +164,20 @@ claimed = run(orders, (TODAY - dt.timedelta(days=5)).strftime("%Y-%m-%d"),
 check("a backfill's run whose REPLAYSAFE_RUN_KIND says scheduled sent nothing", requests_from(claimed) == 0)
 check("and journaled conflicting_context",
       len(records(claimed)) == 1 and "conflicting_context" in reasons(claimed)[0], records(claimed))
+
+# Dagster drops the backfill's tag from a re-execution of a backfill's run: the helper
+# takes it from the run re-executed, so the re-execution is suppressed too.
+yesterdays_backfill = (TODAY - dt.timedelta(days=2)).strftime("%Y-%m-%d")
+rerun = run(orders, yesterdays_backfill, {"dagster/parent_run_id": backfill_runs[yesterdays_backfill]})
+check("a re-execution of a backfill's run sent nothing", requests_from(rerun) == 0, received)
+check("and journaled replay_run with the backfill's id",
+      len(records(rerun)) == 1 and "replay_run" in reasons(rerun)[0]
+      and records(rerun)[0]["backfill_id"] == "xtaskbkf", records(rerun))
+
+untold = run(orders, latest, {"xtask/no_extras": "1"})
+check("a run whose extras do not say whether it is a backfill's sent nothing", requests_from(untold) == 0)
+check("and journaled unknown_context",
+      len(records(untold)) == 1 and "unknown_context" in reasons(untold)[0], records(untold))
 
 static = run(regional_orders, "eu")
 check("a partition without a time window sent nothing", requests_from(static) == 0, received)

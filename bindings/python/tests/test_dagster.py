@@ -35,21 +35,59 @@ def partition(extras: dict[str, object]) -> dict[str, str]:
 
 
 def test_a_pipes_context_is_the_runs_context() -> None:
-    latest = replaysafe.context(env=partition({}))
+    latest = replaysafe.context(env=partition({"dagster/backfill": None}))
     assert (latest.pipeline, latest.run_id, latest.run_kind) == ("daily_orders", "run-1", "scheduled")
     assert latest.decide("webhook").delivers
     backfill = replaysafe.context(env=partition({"dagster/backfill": "bkf_1"}))
     assert backfill.backfill_id == "bkf_1"
     assert "replay_run" in backfill.decide("webhook").reasons
+    # Extras that do not say whether the run is a backfill's: unknown, suppressed.
+    untold = replaysafe.context(env=partition({}))
+    assert untold.run_kind == "unknown" and not untold.decide("webhook").delivers
     with pytest.raises(replaysafe.ContextError, match="DAGSTER_PIPES_CONTEXT"):
         replaysafe.context(env={"DAGSTER_PIPES_CONTEXT": "bm90IHpsaWI="})
 
 
-def test_extras_carry_the_runs_backfill_and_re_execution_tags() -> None:
-    context = SimpleNamespace(run=SimpleNamespace(tags={
-        "dagster/backfill": "bkf_1", "dagster/parent_run_id": "p", "team": "data",
-    }))
-    assert replaysafe.dagster.extras(context) == {"dagster/backfill": "bkf_1", "dagster/parent_run_id": "p"}
-    assert replaysafe.dagster.extras(SimpleNamespace(run=SimpleNamespace(tags={})), note="x") == {"note": "x"}
+class Key:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def to_user_string(self) -> str:
+        return self.name
+
+
+def test_extras_carry_the_backfill_the_re_execution_and_a_stable_pipeline() -> None:
+    asset = SimpleNamespace(keys=[Key("orders"), Key("customers")])
+    context = SimpleNamespace(
+        run=SimpleNamespace(tags={"dagster/backfill": "bkf_1", "team": "data"}),
+        assets_def=asset,
+    )
+    assert replaysafe.dagster.extras(context) == {
+        "dagster/backfill": "bkf_1",
+        "replaysafe/pipeline": "customers,orders",
+    }
+    fresh = SimpleNamespace(run=SimpleNamespace(tags={}), assets_def=asset)
+    assert replaysafe.dagster.extras(fresh, note="x")["dagster/backfill"] is None
     with pytest.raises(ValueError, match="dagster/backfill"):
         replaysafe.dagster.extras(context, **{"dagster/backfill": "other"})
+    with pytest.raises(ValueError, match="run tags"):
+        replaysafe.dagster.extras(SimpleNamespace())
+
+
+def test_a_re_execution_takes_the_backfill_of_the_run_it_re_executes() -> None:
+    # Dagster drops a backfill's tags from a re-execution of one of its runs.
+    runs = {"root": SimpleNamespace(tags={"dagster/backfill": "bkf_9"})}
+    instance = SimpleNamespace(get_run_by_id=lambda run_id: runs.get(run_id))
+    retried = SimpleNamespace(
+        run=SimpleNamespace(tags={"dagster/parent_run_id": "root", "dagster/root_run_id": "root"}),
+        instance=instance,
+    )
+    assert replaysafe.dagster.extras(retried)["dagster/backfill"] == "bkf_9"
+    # The run it re-executes cannot be read: the key is left out, the kind is unknown.
+    lost = SimpleNamespace(
+        run=SimpleNamespace(tags={"dagster/parent_run_id": "gone"}), instance=instance
+    )
+    extras = replaysafe.dagster.extras(lost)
+    assert "dagster/backfill" not in extras
+    env = partition(extras)
+    assert replaysafe.context(env=env).run_kind == "unknown"

@@ -8,10 +8,18 @@
 //! orchestrator's `extras`.
 //!
 //! Pipes carries no run tags, so a backfill is known only from `extras["dagster/backfill"]`
-//! (the orchestrator side passes it; `replaysafe.dagster.extras(context)` builds the extras),
-//! and a re-execution from `extras["dagster/parent_run_id"]` and
-//! `extras["dagster/is_resume_retry"]`. The window is `partition_time_window`; without one
+//! (the orchestrator side passes it, null for a run of no backfill;
+//! `replaysafe.dagster.extras(context)` builds the extras), and a re-execution from
+//! `extras["dagster/parent_run_id"]` and `extras["dagster/is_resume_retry"]`. Extras without
+//! `dagster/backfill` cannot tell a backfill's run from a fresh one: the run's kind is
+//! unknown, and every effect is suppressed. The window is `partition_time_window`; without one
 //! the run has no window and every effect is suppressed (`unknown_window`).
+//!
+//! The pipeline is `extras["replaysafe/pipeline"]` (the asset definition's keys, which the
+//! helper passes: the same for every run, whichever keys it selects), else the one asset
+//! key in scope, else the job's name unless it is the implicit asset job; without any, the
+//! context has no pipeline and `REPLAYSAFE_PIPELINE` must name it. A run over a range of
+//! several partitions is a backfill of them.
 //!
 //! [`decode_params`] also decodes `DAGSTER_PIPES_MESSAGES`, where the `replaysafe` command
 //! reports what it did back to Dagster.
@@ -25,13 +33,21 @@ use serde::Deserialize;
 use crate::env::vars::DAGSTER_PIPES_CONTEXT;
 use crate::{Error, RunKind, Window};
 
+/// The extra that says whether the run belongs to a backfill (its id, or null).
+const BACKFILL_EXTRA: &str = "dagster/backfill";
+/// The extra that names the pipeline, the same for every run of the asset (or op)
+/// whichever of its keys a run selects: `replaysafe.dagster.extras` passes the asset
+/// definition's keys.
+const PIPELINE_EXTRA: &str = "replaysafe/pipeline";
+
 /// The largest context accepted, decompressed: a context is a few kilobytes.
 const MAX_CONTEXT: u64 = 16 << 20;
 
 /// What a Pipes context says about the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct PipesRun {
-    /// The asset keys in scope (`a/b` for `["a", "b"]`), joined by `,`; else the job name.
+    /// `extras["replaysafe/pipeline"]`; else the one asset key in scope; else the job's
+    /// name, unless it is Dagster's implicit asset job (shared by every asset).
     pub(crate) pipeline: Option<String>,
     pub(crate) run_id: String,
     pub(crate) kind: RunKind,
@@ -55,9 +71,17 @@ struct ContextData {
     #[serde(default)]
     asset_keys: Option<Vec<String>>,
     #[serde(default)]
+    partition_key_range: Option<KeyRange>,
+    #[serde(default)]
     partition_time_window: Option<TimeWindow>,
     #[serde(default)]
     extras: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+#[derive(Deserialize)]
+struct KeyRange {
+    start: String,
+    end: String,
 }
 
 #[derive(Deserialize)]
@@ -85,9 +109,12 @@ pub fn decode_params(
         })?;
     let mut json = Vec::new();
     flate2::read::ZlibDecoder::new(compressed.as_slice())
-        .take(MAX_CONTEXT)
+        .take(MAX_CONTEXT + 1)
         .read_to_end(&mut json)
         .map_err(|_| malformed("not zlib-compressed after base64"))?;
+    if json.len() as u64 > MAX_CONTEXT {
+        return Err(malformed("larger than 16 MiB once decompressed"));
+    }
     serde_json::from_slice(&json).map_err(|_| malformed("not a JSON object after zlib"))
 }
 
@@ -98,8 +125,15 @@ pub(crate) fn read(value: &str) -> Result<PipesRun, Error> {
         .map_err(|_| malformed("not the JSON {\"path\": FILE} or {\"data\": {...}}"))?;
     let data = match (params.path, params.data) {
         (Some(path), None) => {
-            let text = std::fs::read(&path)
+            let mut text = Vec::new();
+            std::fs::File::open(&path)
+                .and_then(|file| file.take(MAX_CONTEXT + 1).read_to_end(&mut text))
                 .map_err(|e| malformed(format!("the context file {path} cannot be read ({e})")))?;
+            if text.len() as u64 > MAX_CONTEXT {
+                return Err(malformed(format!(
+                    "the context file {path} is larger than 16 MiB"
+                )));
+            }
             serde_json::from_slice(&text)
                 .map_err(|e| malformed(format!("the context file {path} is not a context ({e})")))?
         }
@@ -124,10 +158,25 @@ fn interpret(data: ContextData) -> Result<PipesRun, Error> {
             _ => None,
         }
     };
-    let backfill_id = text("dagster/backfill");
+    let backfill_id = text(BACKFILL_EXTRA);
     let resumed = text("dagster/is_resume_retry").is_some_and(|v| v == "true");
     let re_executed = text("dagster/parent_run_id").is_some();
-    let kind = if backfill_id.is_some() {
+    // Pipes passes no run tags: only extras that name `dagster/backfill` (its id, or null
+    // for a run of no backfill) tell a backfill's run from a fresh one. Without the key,
+    // or with a value that is no id, the run's kind is unknown, and it suppresses.
+    let told = match extras.get(BACKFILL_EXTRA) {
+        None => false,
+        Some(serde_json::Value::Null) => true,
+        Some(_) => backfill_id.is_some(),
+    };
+    // A run over several partitions at once is a backfill of them, however it was started.
+    let over_a_range = data
+        .partition_key_range
+        .as_ref()
+        .is_some_and(|range| range.start != range.end);
+    let kind = if !told {
+        RunKind::Unknown
+    } else if backfill_id.is_some() || over_a_range {
         RunKind::Backfill
     } else if resumed {
         RunKind::Resume
@@ -150,13 +199,15 @@ fn interpret(data: ContextData) -> Result<PipesRun, Error> {
                 .map_err(|_| malformed("partition_time_window ends before it starts"))
         })
         .transpose()?;
-    let pipeline = match data.asset_keys {
-        Some(keys) if !keys.is_empty() => {
-            let mut keys = keys;
-            keys.sort();
-            Some(keys.join(","))
-        }
-        _ => data.job_name.filter(|name| !name.trim().is_empty()),
+    let pipeline = match (text(PIPELINE_EXTRA), data.asset_keys.as_deref()) {
+        (Some(named), _) => Some(named),
+        (None, Some([key])) => Some(key.clone()),
+        // Several keys: a re-execution may select fewer of them, and the name (the key's
+        // first field) would change with the selection. The job's name, unless it is the
+        // implicit asset job every asset shares.
+        (None, _) => data
+            .job_name
+            .filter(|name| !name.trim().is_empty() && !name.starts_with("__ASSET_JOB")),
     };
     Ok(PipesRun {
         pipeline,
@@ -186,7 +237,7 @@ mod tests {
             "run_id": "r1", "job_name": "__ASSET_JOB", "retry_number": 0,
             "asset_keys": ["orders/daily"], "partition_key": "2026-11-30",
             "partition_time_window": {"start": "2026-11-30T00:00:00+00:00", "end": "2026-12-01T00:00:00+00:00"},
-            "extras": {},
+            "extras": {"dagster/backfill": null},
         });
         let run = read(&encode(&serde_json::json!({"data": context}))).unwrap();
         assert_eq!(run.pipeline.as_deref(), Some("orders/daily"));
@@ -216,20 +267,67 @@ mod tests {
             with(serde_json::json!({"dagster/backfill": null}), 0).kind,
             RunKind::Scheduled
         );
+        // The extras of a run of no backfill name the key, as null.
+        let told = |key: &str, value: serde_json::Value| serde_json::json!({"dagster/backfill": null, key: value});
         assert_eq!(
-            with(serde_json::json!({"dagster/is_resume_retry": "true"}), 0).kind,
+            with(told("dagster/is_resume_retry", "true".into()), 0).kind,
             RunKind::Resume
         );
         assert_eq!(
-            with(serde_json::json!({"dagster/parent_run_id": "p"}), 0).kind,
+            with(told("dagster/parent_run_id", "p".into()), 0).kind,
             RunKind::Retry
         );
-        assert_eq!(with(serde_json::json!({}), 1).kind, RunKind::Retry);
+        assert_eq!(with(told("other", 1.into()), 1).kind, RunKind::Retry);
+        // Extras that do not say whether the run is a backfill's, or say it in no usable
+        // form, leave the kind unknown.
+        for untold in [
+            serde_json::json!({}),
+            serde_json::json!({"dagster/parent_run_id": "p"}),
+            serde_json::json!({"dagster/backfill": 7}),
+            serde_json::json!({"dagster/backfill": " "}),
+        ] {
+            assert_eq!(with(untold.clone(), 0).kind, RunKind::Unknown, "{untold}");
+        }
         // A backfill retried is still a backfill.
         assert_eq!(
             with(serde_json::json!({"dagster/backfill": "bf1"}), 2).kind,
             RunKind::Backfill
         );
+    }
+
+    #[test]
+    fn the_pipeline_stays_the_same_whichever_keys_a_run_selects() {
+        let with =
+            |data: serde_json::Value| read(&encode(&serde_json::json!({"data": data}))).unwrap();
+        let named = with(
+            serde_json::json!({"run_id": "r", "asset_keys": ["a"], "job_name": "__ASSET_JOB",
+            "extras": {"dagster/backfill": null, "replaysafe/pipeline": "a,b"}}),
+        );
+        assert_eq!(named.pipeline.as_deref(), Some("a,b"));
+        let one = with(serde_json::json!({"run_id": "r", "asset_keys": ["a"], "extras": {}}));
+        assert_eq!(one.pipeline.as_deref(), Some("a"));
+        // Several keys and the implicit asset job: no name to trust.
+        let several = with(serde_json::json!({"run_id": "r", "asset_keys": ["a", "b"],
+            "job_name": "__ASSET_JOB_0", "extras": {}}));
+        assert_eq!(several.pipeline, None);
+        let job = with(serde_json::json!({"run_id": "r", "job_name": "nightly", "extras": {}}));
+        assert_eq!(job.pipeline.as_deref(), Some("nightly"));
+    }
+
+    #[test]
+    fn a_run_over_several_partitions_is_a_backfill() {
+        let run = read(&encode(&serde_json::json!({"data": {
+            "run_id": "r", "extras": {"dagster/backfill": null},
+            "partition_key_range": {"start": "2026-11-01", "end": "2026-11-03"},
+        }})))
+        .unwrap();
+        assert_eq!(run.kind, RunKind::Backfill);
+        let single = read(&encode(&serde_json::json!({"data": {
+            "run_id": "r", "extras": {"dagster/backfill": null},
+            "partition_key_range": {"start": "2026-11-03", "end": "2026-11-03"},
+        }})))
+        .unwrap();
+        assert_eq!(single.kind, RunKind::Scheduled);
     }
 
     #[test]

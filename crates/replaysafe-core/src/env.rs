@@ -169,21 +169,24 @@ pub(crate) fn resolve(env: &HashMap<String, String>) -> Result<ReplayContext, Er
     let orchestrator = match (airflow.map(|a| a.kind), dagster.as_ref().map(|d| d.kind)) {
         (Some(airflow), Some(dagster)) => {
             conflicts.push(format!(
-                "both Airflow ({AIRFLOW_DAG_RUN_ID}) and Dagster ({DAGSTER_PIPES_CONTEXT}) describe this run"
+                "both Airflow ({AIRFLOW_DAG_RUN_ID}: {airflow}) and Dagster ({DAGSTER_PIPES_CONTEXT}: {dagster}) describe this run"
             ));
-            Some(if airflow.suppresses() {
+            let kind = if airflow.suppresses() {
                 airflow
             } else {
                 dagster
-            })
+            };
+            Some(("Airflow", kind))
         }
-        (airflow, dagster) => airflow.or(dagster),
+        (Some(airflow), None) => Some(("Airflow", airflow)),
+        (None, Some(dagster)) => Some(("Dagster", dagster)),
+        (None, None) => None,
     };
     let run_kind = match (explicit_kind, orchestrator) {
         (None, None) => RunKind::Unknown,
-        (Some(kind), None) | (None, Some(kind)) => kind,
-        (Some(explicit), Some(orchestrator)) => {
-            let (kind, conflict) = combine_kinds(explicit, orchestrator);
+        (Some(kind), None) | (None, Some((_, kind))) => kind,
+        (Some(explicit), Some((source, orchestrator))) => {
+            let (kind, conflict) = combine_kinds(explicit, orchestrator, source);
             conflicts.extend(conflict);
             kind
         }
@@ -299,14 +302,15 @@ pub(crate) fn resolve(env: &HashMap<String, String>) -> Result<ReplayContext, Er
     builder.build()
 }
 
-/// The run kind when `REPLAYSAFE_RUN_KIND` and Airflow both give one, and what disagreed.
+/// The run kind when `REPLAYSAFE_RUN_KIND` and the orchestrator (`source`: Airflow or
+/// Dagster) both give one, and what disagreed.
 ///
 /// Explicit values refine (scheduled → retry, backfill → rebuild) but never make a replay
 /// look current: when only one of the two suppresses, the context conflicts and the
 /// suppressing kind stands. `unknown` on either side stays unknown.
-fn combine_kinds(explicit: RunKind, airflow: RunKind) -> (RunKind, Option<String>) {
+fn combine_kinds(explicit: RunKind, airflow: RunKind, source: &str) -> (RunKind, Option<String>) {
     let conflict = (explicit.suppresses() != airflow.suppresses())
-        .then(|| format!("{RUN_KIND} says {explicit} but Airflow's run is {airflow}"));
+        .then(|| format!("{RUN_KIND} says {explicit} but {source}'s run is {airflow}"));
     let kind = if explicit == RunKind::Unknown || airflow == RunKind::Unknown {
         RunKind::Unknown
     } else if conflict.is_some() {

@@ -498,13 +498,21 @@ fn a_dagster_pipes_context_gives_pipeline_run_kind_and_window() {
         vars.extend_from_slice(extra);
         resolve(&vars)
     };
-    let latest = context(dagster_partition(serde_json::json!({}), 0), &[]).unwrap();
+    let latest = context(
+        dagster_partition(serde_json::json!({"dagster/backfill": null}), 0),
+        &[],
+    )
+    .unwrap();
     assert_eq!(latest.pipeline(), "daily_orders");
     assert_eq!(latest.run_kind(), RunKind::Scheduled);
     assert!(latest.decide(&EffectKind::Webhook, "").delivers());
 
     // A retry keeps the key: the same pipeline, window and effect.
-    let retried = context(dagster_partition(serde_json::json!({}), 1), &[]).unwrap();
+    let retried = context(
+        dagster_partition(serde_json::json!({"dagster/backfill": null}), 1),
+        &[],
+    )
+    .unwrap();
     assert_eq!(retried.run_kind(), RunKind::Retry);
     assert_eq!(retried.window(), latest.window());
 
@@ -518,9 +526,14 @@ fn a_dagster_pipes_context_gives_pipeline_run_kind_and_window() {
     let decision = backfill.decide(&EffectKind::Webhook, "");
     assert!(!decision.delivers() && decision.reasons().contains(&Reason::ReplayRun));
 
+    // Extras that do not say whether the run is a backfill's: unknown, not current.
+    let untold = context(dagster_partition(serde_json::json!({}), 0), &[]).unwrap();
+    assert_eq!(untold.run_kind(), RunKind::Unknown);
+    assert!(!untold.decide(&EffectKind::Webhook, "").delivers());
+
     // No window and no partition (a single-run range backfill): unknown, not current.
     let bare = context(
-        pipes(serde_json::json!({"run_id": "r", "asset_keys": ["daily_orders"], "extras": {}})),
+        pipes(serde_json::json!({"run_id": "r", "asset_keys": ["daily_orders"], "extras": {"dagster/backfill": null}})),
         &[],
     )
     .unwrap();
