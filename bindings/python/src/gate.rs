@@ -24,11 +24,19 @@ struct CallClient {
 }
 
 /// A call that raised: the journal keeps only the exception's type (its message may hold
-/// anything, a secret too); Python gets the exception itself back.
-#[derive(Debug)]
+/// anything, a secret too); Python gets the exception itself back. Its `Debug` shows the
+/// type only, as its `Display` does.
 struct CallFailed {
     type_name: String,
     exception: PyErr,
+}
+
+impl fmt::Debug for CallFailed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallFailed")
+            .field("type_name", &self.type_name)
+            .finish_non_exhaustive()
+    }
 }
 
 impl fmt::Display for CallFailed {

@@ -136,6 +136,13 @@ impl Context {
         self.inner.is_replay()
     }
 
+    /// Whether a run that caused this one (an asset event's producer, a triggering run)
+    /// was a replay: every effect of this run is suppressed as `upstream_replay`.
+    #[getter]
+    fn is_upstream_replay(&self) -> bool {
+        self.inner.is_upstream_replay()
+    }
+
     /// The backfill id, when the run belongs to one.
     #[getter]
     fn backfill_id(&self) -> Option<&str> {

@@ -194,3 +194,150 @@ def test_the_policy_runs_and_describes_the_task_airflow_runs(
     assert (prepared.sent, parsed.sent) == (1, 0)
     text = (tmp_path / "journal.jsonl").read_text()
     assert "Orders scheduled__r" in text and "{{ run_id }}" not in text
+
+
+def test_a_consumer_of_a_backfill_passes_the_replay_on_to_its_own_consumers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    end = NOW - dt.timedelta(minutes=5)
+    window = {"window_start": (end - dt.timedelta(hours=1)).isoformat(), "window_end": end.isoformat()}
+    replayed = dag_run(
+        "asset_triggered", "asset_triggered__one",
+        consumed_asset_events=[event("producer", "backfill__b", {"replaysafe": {**window, "run_kind": "backfill"}})],
+    )
+    cx = resolved(context(replayed, "consumer1"), monkeypatch, tmp_path)
+    assert cx.is_upstream_replay and not cx.is_replay
+    # What consumer1 records in its own asset events: a replay, two hops on.
+    record = airflow._lineage_of(cx)
+    assert record["replay"] is True
+    second = dag_run(
+        "asset_triggered", "asset_triggered__two",
+        consumed_asset_events=[event("consumer1", "asset_triggered__one", {"replaysafe": record})],
+    )
+    decision = resolved(context(second, "consumer2"), monkeypatch, tmp_path).decide("webhook")
+    assert not decision.delivers and "upstream_replay" in decision.reasons
+
+
+def test_unreadable_lineage_suppresses_instead_of_failing_the_task(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for upstream in (
+        [{"pipeline": "p", "run_id": "x", "foo": 1}],
+        [{"pipeline": "p", "run_id": "x", "run_kind": "sideways"}],
+        [{"pipeline": "p", "run_id": "x", "window_start": "yesterday", "window_end": "today"}],
+        [{"pipeline": "p"}],
+    ):
+        run = dag_run("manual", "manual__m", logical_date=NOW, conf={"replaysafe": {"upstream": upstream}})
+        cx = resolved(context(run), monkeypatch, tmp_path)  # no ContextError
+        assert not cx.decide("email").delivers, upstream
+
+
+class SlackWebhookNotifier:
+    """Shaped like the slack provider's notifier: `__call__` renders, then `notify`."""
+
+    def __init__(self) -> None:
+        self.slack_webhook_conn_id = "alerts"
+        self.text = "load failed"
+        self.sent: list[str] = []
+
+    def __call__(self, context: Any) -> None:
+        self.notify(context)
+
+    def notify(self, context: Any) -> None:
+        self.sent.append(context["ti"].task_id)
+
+
+SlackWebhookNotifier.__module__ = "airflow.providers.slack.notifications.slack_webhook"
+
+
+def test_one_notifier_shared_by_tasks_notifies_for_each_task(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    resolved(context(dag_run("scheduled", "x")), monkeypatch, tmp_path)
+    shared = SlackWebhookNotifier()
+    callbacks = [shared]  # default_args hand every task the same list
+    tasks = [SimpleNamespace(task_id=name, outlets=[], on_failure_callback=callbacks) for name in ("extract", "load")]
+    for task in tasks:
+        airflow.task_policy(task)
+    assert callbacks == [shared], "the shared list is left as it was"
+    run = dag_run("scheduled", "scheduled__f", logical_date=NOW - dt.timedelta(minutes=5))
+    for task in tasks:
+        ti = SimpleNamespace(dag_id="orders", task_id=task.task_id, try_number=1, map_index=-1)
+        for callback in task.on_failure_callback:
+            callback({"dag_run": run, "ti": ti})
+    assert shared.sent == ["extract", "load"]
+    text = (tmp_path / "journal.jsonl").read_text()
+    assert "extract.on_failure_callback" in text and "load.on_failure_callback" in text
+
+
+class HttpOperator:
+    task_id = "post"
+    http_conn_id = "partner"
+    endpoint = "hooks/orders?token=s3cr3t-canary"
+    method = "POST"
+    data = '{"n": 1}'
+    outlets: list[Any] = []
+
+    def __init__(self) -> None:
+        self.headers: dict[str, str] = {}
+        self.sent: list[dict[str, str]] = []
+
+    def execute(self, context: Any) -> None:
+        self.sent.append(dict(self.headers))
+
+
+HttpOperator.__module__ = "airflow.providers.http.operators.http"
+
+
+def test_an_http_operator_is_keyed_by_its_connection_and_its_query_stays_out_of_the_journal(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    resolved(context(dag_run("scheduled", "x")), monkeypatch, tmp_path)
+    operator = HttpOperator()
+    airflow.task_policy(operator)
+    run = dag_run("scheduled", "scheduled__h", logical_date=NOW - dt.timedelta(minutes=5))
+    operator.execute(context(run, "orders"))
+    assert len(operator.sent) == 1 and len(operator.sent[0]["Idempotency-Key"]) == 64
+    text = (tmp_path / "journal.jsonl").read_text()
+    assert "s3cr3t-canary" not in text
+    assert "airflow-conn://partner" in text
+
+
+class TriggerDagRunOperator:
+    task_id = "start"
+    trigger_dag_id = "report"
+    outlets: list[Any] = []
+
+    def __init__(self) -> None:
+        self.trigger_run_id: str | None = None
+        self.conf: Any = '{"source": "orders"}'  # the operator takes a JSON string too
+
+    def execute(self, context: Any) -> None:
+        raise DagRunTriggerException()
+
+
+class DagRunTriggerException(Exception):
+    pass
+
+
+TriggerDagRunOperator.__module__ = "airflow.providers.standard.operators.trigger_dagrun"
+
+
+def test_a_trigger_is_handed_on_with_lineage_and_a_run_id_made_of_its_key(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    resolved(context(dag_run("scheduled", "x")), monkeypatch, tmp_path)
+    operator = TriggerDagRunOperator()
+    airflow.task_policy(operator)
+    run = dag_run("scheduled", "scheduled__t", logical_date=NOW - dt.timedelta(minutes=5))
+    with pytest.raises(DagRunTriggerException):
+        operator.execute(context(run, "orders"))
+    assert operator.conf["source"] == "orders"
+    assert operator.conf["replaysafe"]["upstream"][0]["run_id"] == "scheduled__t"
+    run_id: Any = operator.trigger_run_id
+    assert isinstance(run_id, str) and run_id.startswith("manual__replaysafe-")
+    # Cleared: the ledger holds it; nothing is handed on again.
+    operator.trigger_run_id = None
+    operator.execute(context(run, "orders", try_number=2))  # does not raise
+    assert operator.trigger_run_id is None
+    assert '"decision":"delivered"' in (tmp_path / "journal.jsonl").read_text()

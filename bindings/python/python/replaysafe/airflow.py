@@ -26,10 +26,13 @@ Every decision is the Rust core's, as for the ``replaysafe`` command.
 from __future__ import annotations
 
 import contextvars
+import datetime as _dt
 import functools
+import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import replaysafe
@@ -38,19 +41,19 @@ __all__ = ["GATED_OPERATORS", "GATED_NOTIFIERS", "get_airflow_context_vars", "ta
 
 #: The operators the policy gates, by class name (from Airflow's providers), and the
 #: effect kind each journals.
-GATED_OPERATORS: dict[str, str] = {
+GATED_OPERATORS: Mapping[str, str] = MappingProxyType({
     "EmailOperator": "email",
     "HttpOperator": "webhook",
     "SlackWebhookOperator": "alert",
     "SFTPOperator": "file_drop",
     "TriggerDagRunOperator": "trigger",
-}
+})
 
 #: The notifiers the policy gates in ``on_*_callback`` lists, and their effect kinds.
-GATED_NOTIFIERS: dict[str, str] = {
+GATED_NOTIFIERS: Mapping[str, str] = MappingProxyType({
     "SmtpNotifier": "email",
     "SlackWebhookNotifier": "alert",
-}
+})
 
 _CALLBACKS = (
     "on_execute_callback",
@@ -148,18 +151,37 @@ def _event_source(event: Any) -> dict[str, Any]:
     run: dict[str, Any] = {"pipeline": source_dag, "run_id": source_run}
     recorded = (getattr(event, "extra", None) or {}).get("replaysafe")
     if isinstance(recorded, Mapping):
-        for field in ("run_kind", "window_start", "window_end", "logical_date"):
-            value = recorded.get(field)
-            if isinstance(value, str):
-                run[field] = value
-        if recorded.get("replay") is True:
-            run["replay"] = True
-    return run
+        run.update({k: v for k, v in recorded.items() if k not in ("pipeline", "run_id")})
+    return _checked_upstream(run)
+
+
+_UPSTREAM_TEXT = ("pipeline", "run_id", "run_kind", "window_start", "window_end", "logical_date")
+_RUN_KINDS = ("scheduled", "manual", "retry", "resume", "replay", "backfill", "rebuild", "unknown")
 
 
 def _checked_upstream(run: Any) -> dict[str, Any]:
-    if not isinstance(run, Mapping) or not isinstance(run.get("pipeline"), str):
-        raise ValueError("an upstream run is not an object with a pipeline")
+    """One upstream run in the form the core reads, or ValueError (which the hook turns into
+    a run of unknown kind): a pipeline and a run id; a known kind; RFC 3339 times; a
+    replay flag; nothing else."""
+    if not isinstance(run, Mapping):
+        raise ValueError("an upstream run is not an object")
+    unknown = set(run) - set(_UPSTREAM_TEXT) - {"replay"}
+    if unknown:
+        raise ValueError("an upstream run has fields the core does not read")
+    for field in _UPSTREAM_TEXT:
+        if field in run and not isinstance(run[field], str):
+            raise ValueError(f"upstream {field} is not text")
+    if not run.get("pipeline") or not run.get("run_id"):
+        raise ValueError("an upstream run names no pipeline or run id")
+    if "run_kind" in run and run["run_kind"] not in _RUN_KINDS:
+        raise ValueError("upstream run_kind is not a run kind")
+    if "replay" in run and not isinstance(run["replay"], bool):
+        raise ValueError("upstream replay is not true or false")
+    for field in ("window_start", "window_end", "logical_date"):
+        if field in run:
+            _dt.datetime.fromisoformat(run[field])  # ValueError when not a time
+    if ("window_start" in run) != ("window_end" in run):
+        raise ValueError("an upstream window needs both ends")
     return dict(run)
 
 
@@ -217,10 +239,16 @@ def task_policy(task: Any) -> None:
         callbacks = getattr(task, name, None)
         if callbacks is None:
             continue
-        for callback in callbacks if isinstance(callbacks, list) else [callbacks]:
+        listed = callbacks if isinstance(callbacks, list) else [callbacks]
+        replaced = []
+        for callback in listed:
             notifier_kind = _gated_kind(callback, GATED_NOTIFIERS)
             if notifier_kind is not None:
-                _wrap_notifier(callback, notifier_kind, task, name)
+                _wrap_notifier(callback, notifier_kind)
+                callback = _InCallback(callback, name)
+            replaced.append(callback)
+        # A new list: one shared by several tasks (default_args) is left as it was.
+        setattr(task, name, replaced if isinstance(callbacks, list) else replaced[0])
 
 
 def _gated_kind(thing: Any, known: Mapping[str, str]) -> str | None:
@@ -232,7 +260,12 @@ def _gated_kind(thing: Any, known: Mapping[str, str]) -> str | None:
 
 
 def _asset_outlets(task: Any) -> list[Any]:
-    return [o for o in getattr(task, "outlets", None) or [] if type(o).__name__ == "Asset"]
+    """The task's outlets that are assets (subclasses such as Dataset and Model too)."""
+    return [
+        outlet
+        for outlet in getattr(task, "outlets", None) or []
+        if any(cls.__name__ == "Asset" for cls in type(outlet).__mro__)
+    ]
 
 
 _gates: dict[tuple[str, str], replaysafe.Gate] = {}
@@ -250,8 +283,9 @@ def _gate(kind: str) -> replaysafe.Gate:
 
 
 def _message_type(task: Any, context: Mapping[str, Any], suffix: str = "") -> str:
-    """The task id (with the map index of a mapped task): what the effect is, per DAG."""
-    name = str(task.task_id)
+    """The task id (with the map index of a mapped task): what the effect is, per DAG.
+    ``task`` is the task or its id."""
+    name = task if isinstance(task, str) else str(task.task_id)
     ti = context.get("ti")
     map_index = getattr(ti, "map_index", -1) if ti is not None else -1
     if isinstance(map_index, int) and map_index >= 0:
@@ -278,25 +312,34 @@ def _wrap_execute(task: Any, kind: str) -> None:
     def execute(context: Any) -> Any:
         runtime, original = _runtime_execute(task, context)
         cx = _context(context)
-        _record_outlets(runtime, context, cx)
         if kind == "file_drop" and _text(runtime.operation).lower() != "put":
-            return original(context)  # a download sends nothing
+            result = original(context)  # a download sends nothing
+            _record_outlets(runtime, context, cx)
+            return result
+        if kind == "trigger":
+            _prepare_trigger(runtime, cx)
         target, summary, payload = describe(runtime, context)
         result: list[Any] = []
-        signal: list[BaseException] = []
+        handed_on: list[BaseException] = []
         # The call may run on another thread: it keeps the task runner's context variables.
         current = contextvars.copy_context()
 
         def call(key: str) -> None:
-            if kind == "trigger":
-                _add_lineage(runtime, cx)
+            if kind == "trigger" and not getattr(runtime, "trigger_run_id", None):
+                # The run's id carries the key: Airflow itself refuses a second run of it.
+                runtime.trigger_run_id = f"manual__replaysafe-{key}"
+            if kind == "webhook":
+                # The receiver can drop a repeat (a retry after a failed response check).
+                runtime.headers = {**(getattr(runtime, "headers", None) or {}), "Idempotency-Key": key}
             try:
                 result.append(current.run(original, context))
             except BaseException as raised:
-                # Airflow 3's TriggerDagRunOperator asks the task runner to create the run
-                # by raising; that is its delivery, handed on once the gate journaled it.
-                if type(raised).__name__ == "DagRunTriggerException":
-                    signal.append(raised)
+                # Airflow 3 hands some sends to its own machinery by raising: the trigger of a
+                # DAG run (DagRunTriggerException, which the task runner carries out) and a
+                # deferred request (TaskDeferred, which the triggerer sends). That is the
+                # delivery, handed on once the gate journaled it.
+                if type(raised).__name__ in ("DagRunTriggerException", "TaskDeferred"):
+                    handed_on.append(raised)
                     return
                 raise
 
@@ -309,8 +352,11 @@ def _wrap_execute(task: Any, kind: str) -> None:
             summary=summary,
         )
         _log(runtime, outcome, kind)
-        if signal:
-            raise signal[0]
+        # After the operator ran: its own writes to an event's extra are kept, and the
+        # record is the run's whatever they said.
+        _record_outlets(runtime, context, cx)
+        if handed_on:
+            raise handed_on[0]
         return result[0] if result else None
 
     setattr(execute, _WRAPPED, True)
@@ -327,8 +373,10 @@ def _wrap_outlets_only(task: Any) -> None:
             cx = _context(context)
         except replaysafe.Error:
             cx = None  # the consumer then sees no kind and no window: it suppresses
+        result = original(context)
+        # After the operator ran, so its own writes to an event's extra do not erase it.
         _record_outlets(runtime, context, cx)
-        return original(context)
+        return result
 
     setattr(execute, _WRAPPED, True)
     task.execute = execute
@@ -343,13 +391,16 @@ def _record_outlets(task: Any, context: Mapping[str, Any], cx: replaysafe.Contex
     record = _lineage_of(cx)
     del record["pipeline"], record["run_id"]  # the event names its source run itself
     for outlet in outlets:
-        events[outlet].extra["replaysafe"] = record
+        event = events[outlet]
+        event.extra = {**(event.extra or {}), "replaysafe": record}
 
 
 def _lineage_of(cx: replaysafe.Context) -> dict[str, Any]:
-    """This run as a downstream run's upstream (the JSON ``REPLAYSAFE_UPSTREAM`` takes)."""
+    """This run as a downstream run's upstream (the JSON ``REPLAYSAFE_UPSTREAM`` takes). A
+    run that a replay caused is a replay to its own downstream runs too, however many hops
+    away (even when an approval let this run deliver: the next DAG needs its own)."""
     run: dict[str, Any] = {"pipeline": cx.pipeline, "run_id": cx.run_id, "run_kind": cx.run_kind}
-    if cx.is_replay:
+    if cx.is_replay or cx.is_upstream_replay:
         run["replay"] = True
     if cx.window is not None:
         run["window_start"] = cx.window[0].isoformat()
@@ -357,28 +408,61 @@ def _lineage_of(cx: replaysafe.Context) -> dict[str, Any]:
     return run
 
 
-def _add_lineage(task: Any, cx: replaysafe.Context) -> None:
-    conf = dict(getattr(task, "conf", None) or {})
+def _trigger_conf(task: Any) -> dict[str, Any]:
+    """A TriggerDagRunOperator's conf as a dict (the operator takes a JSON string too)."""
+    conf = getattr(task, "conf", None) or {}
+    if isinstance(conf, str):
+        conf = json.loads(conf)
+    return dict(conf)
+
+
+def _prepare_trigger(task: Any, cx: replaysafe.Context) -> None:
+    """Puts this run's lineage into the conf of the run the operator starts."""
+    conf = _trigger_conf(task)
     section = dict(conf.get("replaysafe") or {})
     section["upstream"] = [_lineage_of(cx)]
     conf["replaysafe"] = section
     task.conf = conf
 
 
-def _wrap_notifier(notifier: Any, kind: str, task: Any, callback: str) -> None:
+# The callback a gated notifier runs in, set by the wrapper the policy puts in the task's
+# callback list (one notifier object may be shared by many tasks and callbacks).
+_CALLBACK: contextvars.ContextVar[str] = contextvars.ContextVar("replaysafe_callback", default="callback")
+
+
+class _InCallback:
+    """A notifier as an entry of a task's callback list: runs it with the callback's name
+    known to its gate."""
+
+    def __init__(self, notifier: Any, callback: str) -> None:
+        self.notifier = notifier
+        self.callback = callback
+
+    def __call__(self, *args: Any) -> Any:
+        token = _CALLBACK.set(self.callback)
+        try:
+            return self.notifier(*args)
+        finally:
+            _CALLBACK.reset(token)
+
+
+def _wrap_notifier(notifier: Any, kind: str) -> None:
+    """Gates the notifier's ``notify`` (which Airflow calls once its templates are rendered),
+    keyed by the task that runs the callback and the callback's name, both read at the call."""
     original = notifier.notify
     if getattr(original, _WRAPPED, False):
         return
     describe = _DESCRIBE_NOTIFIER[kind]
 
-    @functools.wraps(original)
     def notify(context: Any) -> None:
+        ti = context.get("ti") or context.get("task_instance")
+        task_id = str(getattr(ti, "task_id", None) or getattr(context.get("task"), "task_id", "task"))
         cx = _context(context)
         target, summary, payload = describe(notifier, context)
         current = contextvars.copy_context()
         outcome = _gate(kind).send(
             cx,
-            message_type=_message_type(task, context, "." + callback),
+            message_type=_message_type(task_id, context, "." + _CALLBACK.get()),
             target=target,
             call=lambda key: current.run(original, context),
             payload=payload,
@@ -426,38 +510,29 @@ def _email(task: Any, context: Mapping[str, Any]) -> Described:
     return ",".join(to) or "no recipient", subject, (subject + "\n" + body).encode()
 
 
-def _connection_url(conn_id: str, path: str, default_scheme: str) -> str:
-    """The URL an Airflow connection and a path name, without user or password; an
-    ``airflow-conn://`` name when the connection cannot be read here."""
-    from importlib import import_module
-    from urllib.parse import urlsplit
+def _connection_target(conn_id: str, path: str) -> str:
+    """The connection's name and the path: what the effect goes to, the same however and
+    whenever the connection reads (its host or password may change, its name does not);
+    the journal shows `airflow-conn://CONN_ID`."""
+    return f"airflow-conn://{conn_id}/{path.lstrip('/')}"
 
-    try:
-        conn = import_module("airflow.sdk").BaseHook.get_connection(conn_id)
-    except Exception:  # noqa: BLE001 (the hook itself reports a missing connection)
-        return f"airflow-conn://{conn_id}/{path.lstrip('/')}"
-    host = str(conn.host or "")
-    if "://" in host:
-        parts = urlsplit(host)
-        base = f"{parts.scheme}://{parts.hostname or ''}"
-        if parts.port:
-            base += f":{parts.port}"
-        base += parts.path.rstrip("/")
-    else:
-        scheme = conn.schema or default_scheme
-        base = f"{scheme}://{host}" + (f":{conn.port}" if conn.port else "")
-    return base.rstrip("/") + "/" + path.lstrip("/")
+
+def _without_query(path: str) -> str:
+    return path.split("?", 1)[0].split("#", 1)[0]
 
 
 def _http(task: Any, context: Mapping[str, Any]) -> Described:
-    url = _connection_url(task.http_conn_id, str(task.endpoint or ""), "http")
+    endpoint = str(task.endpoint or "")
+    target = _connection_target(task.http_conn_id, endpoint)
     data = task.data
     payload = data if isinstance(data, bytes) else json.dumps(data, sort_keys=True, default=str).encode()
-    return url, f"{task.method} {task.endpoint or '/'}", payload
+    # The summary is journaled: the endpoint's query (a token, maybe) is not.
+    return target, f"{task.method} /{_without_query(endpoint).lstrip('/')}", payload
 
 
 def _slack(task: Any, context: Mapping[str, Any]) -> Described:
-    # The webhook URL is a secret: the target is the connection's name.
+    # The webhook URL is a secret: the target is the connection's name. An operator has
+    # `message`, a notifier `text`.
     conn_id = getattr(task, "slack_webhook_conn_id", None) or "slack_default"
     text = str(getattr(task, "message", None) or getattr(task, "text", None) or "")
     return f"airflow-conn://{conn_id}", text, text.encode()
@@ -471,48 +546,41 @@ def _sftp(task: Any, context: Mapping[str, Any]) -> Described:
     operation = _text(task.operation).lower()
     host = getattr(task, "remote_host", None)
     conn_id = getattr(task, "ssh_conn_id", None) or "sftp_default"
-    origin = f"sftp://{host}" if host else _connection_url(conn_id, "", "sftp").rstrip("/")
-    target = ",".join(origin + "/" + str(path).lstrip("/") for path in remote_paths)
-    digest = b""
+    target = ",".join(
+        (f"sftp://{host}/{str(path).lstrip('/')}" if host else _connection_target(conn_id, str(path)))
+        for path in remote_paths
+    )
+    # The files' digest, read a block at a time (a file drop can be large).
+    digest = hashlib.sha256()
     for path in local_paths:
         try:
             with open(path, "rb") as file:
-                digest += file.read()
+                for block in iter(lambda: file.read(1 << 20), b""):
+                    digest.update(block)
         except OSError:
-            digest += str(path).encode()
+            digest.update(str(path).encode())
     names = ", ".join(os.path.basename(str(path)) for path in remote_paths)
-    return target, f"{operation} {names}", digest
+    return target, f"{operation} {names}", digest.digest()
 
 
 def _trigger(task: Any, context: Mapping[str, Any]) -> Described:
     dag_id = str(task.trigger_dag_id)
-    conf = getattr(task, "conf", None) or {}
+    conf = _trigger_conf(task)
     return dag_id, f"trigger {dag_id}", json.dumps(conf, sort_keys=True, default=str).encode()
 
 
-_DESCRIBE: dict[str, Callable[[Any, Mapping[str, Any]], Described]] = {
+_DESCRIBE: Mapping[str, Callable[[Any, Mapping[str, Any]], Described]] = MappingProxyType({
     "email": _email,
     "webhook": _http,
     "alert": _slack,
     "file_drop": _sftp,
     "trigger": _trigger,
-}
+})
 
 
-def _smtp_notifier(notifier: Any, context: Mapping[str, Any]) -> Described:
-    to = _addresses(notifier.to, getattr(notifier, "cc", None), getattr(notifier, "bcc", None))
-    subject = str(getattr(notifier, "subject", "") or "")
-    body = str(getattr(notifier, "html_content", "") or "")
-    return ",".join(to) or "no recipient", subject, (subject + "\n" + body).encode()
-
-
-def _slack_notifier(notifier: Any, context: Mapping[str, Any]) -> Described:
-    conn_id = getattr(notifier, "slack_webhook_conn_id", None) or "slack_default"
-    text = str(getattr(notifier, "text", "") or "")
-    return f"airflow-conn://{conn_id}", text, text.encode()
-
-
-_DESCRIBE_NOTIFIER: dict[str, Callable[[Any, Mapping[str, Any]], Described]] = {
-    "email": _smtp_notifier,
-    "alert": _slack_notifier,
-}
+# A notifier has the fields its operator has: SmtpNotifier an EmailOperator's, and
+# SlackWebhookNotifier a SlackWebhookOperator's (`text` for `message`).
+_DESCRIBE_NOTIFIER: Mapping[str, Callable[[Any, Mapping[str, Any]], Described]] = MappingProxyType({
+    "email": _email,
+    "alert": _slack,
+})
