@@ -64,6 +64,10 @@ pub struct AirflowArgs {
     /// Environment variable holding a bearer token (instead of --user and --password-env): its name, never the token.
     #[arg(long, value_name = "VARIABLE", value_parser = EnvVar, conflicts_with = "user", requires = "airflow")]
     pub token_env: Option<EnvVarName>,
+    /// The SSRF guard: the Airflow host, when it is internal (as a loopback or private
+    /// address is), must be let through with `--allow-host`, as for `send trigger`.
+    #[command(flatten)]
+    pub ssrf: crate::send::AllowHosts,
     /// Which existing runs the backfill would run again, as `airflow backfill create` takes it (default none: only missing runs); without --every, Airflow's dry run counts with it.
     #[arg(long, value_enum, requires = "airflow", conflicts_with = "every")]
     pub reprocess_behavior: Option<Reprocess>,
@@ -122,11 +126,20 @@ impl Auth {
             (Some(_), Some(_)) => {
                 bail!("--token-env: give --token-env, or --user and --password-env, not both")
             }
-            (Some(variable), None) => Auth::Token(SecretString::from(
-                variable
+            (Some(variable), None) => {
+                let token = variable
                     .read()
-                    .map_err(|error| anyhow!("--token-env: {error}"))?,
-            )),
+                    .map_err(|error| anyhow!("--token-env: {error}"))?;
+                // A header value cannot hold it: said here, naming the flag, not as a
+                // request that fails to build.
+                if token.trim().is_empty() || token.trim().chars().any(char::is_control) {
+                    bail!(
+                        "--token-env: {} holds no usable token (empty, or a control character in it)",
+                        variable.as_str()
+                    );
+                }
+                Auth::Token(SecretString::from(token))
+            }
             (None, Some((user, password))) => Auth::Login {
                 user,
                 password: SecretString::from(password),
@@ -187,10 +200,16 @@ pub struct PlannedDag {
     pub runs: u64,
     /// Whether `runs` is an upper bound (an asset on the way: Airflow may batch its events).
     pub up_to: bool,
+    /// Whether it may get more runs than `runs`, without a bound the plan can give: a link
+    /// back upstream (a cycle) or a mapped TriggerDagRunOperator (one run per map index)
+    /// on the way. It wins over `up_to`.
+    pub at_least: bool,
     /// The runs it would get with `replaysafe.airflow` installed: its TriggerDagRunOperators
     /// are suppressed in the backfill and downstream of it, so only assets carry it on (an
     /// upper bound too when `up_to`).
     pub runs_with_policy: u64,
+    /// Whether it may get more than `runs_with_policy` (a cycle through assets).
+    pub at_least_with_policy: bool,
     /// Whether the DAG is paused.
     pub paused: bool,
     /// Its schedule, as Airflow summarises it.
@@ -283,7 +302,7 @@ pub fn plan(request: &Request<'_>) -> anyhow::Result<Downstream> {
         .as_deref()
         .ok_or_else(|| anyhow!("--dag-id is required with --airflow"))?;
     let auth = Auth::from_args(args)?;
-    let mut airflow = api::Airflow::connect(base_url, auth)?;
+    let mut airflow = api::Airflow::connect(base_url, &args.ssrf.allow_hosts, auth)?;
     let (start, end) = (request.range.start(), request.range.end());
     // The DAG first: an unknown one, or a login Airflow refuses, is named before anything
     // else is asked.

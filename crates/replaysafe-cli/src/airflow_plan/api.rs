@@ -71,17 +71,18 @@ impl Airflow {
     /// A client for `base_url`, logged in with `auth` (a JWT from `POST /auth/token` for a
     /// user and password, as [`replaysafe_webhook::airflow_token`] gets it for triggers).
     ///
-    /// The SSRF guard lets through the host `--airflow` names, whatever its address: the
-    /// operator typed it; redirects are not followed, so no other host is reached.
-    pub(crate) fn connect(base_url: &str, auth: Auth) -> anyhow::Result<Self> {
+    /// The SSRF guard is the one every HTTP client of replaysafe has: an internal address
+    /// (loopback, private, link-local, a cloud's metadata address) is refused unless
+    /// `allow_hosts` (`--allow-host`) lets it through; redirects are not followed.
+    pub(crate) fn connect(
+        base_url: &str,
+        allow_hosts: &[String],
+        auth: Auth,
+    ) -> anyhow::Result<Self> {
         let base = Endpoint::base("--airflow", base_url).map_err(|e| anyhow!("{e}"))?;
-        let host = base
-            .url()
-            .host_str()
-            .ok_or_else(|| anyhow!("--airflow: the URL has no host"))?
-            .to_owned();
+        let ssrf = SsrfPolicy::allowing(allow_hosts).map_err(|e| anyhow!("--allow-host: {e}"))?;
         let client = HttpClient::builder("replaysafe-plan")
-            .ssrf_policy(SsrfPolicy::default().allow_host(&host))
+            .ssrf_policy(ssrf)
             .build()
             .context("--airflow")?;
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -146,6 +147,20 @@ impl Airflow {
         query: &[(&str, String)],
         body: Option<serde_json::Value>,
     ) -> Result<T, Failed> {
+        self.call_quoting(method, path, query, body, false)
+    }
+
+    /// [`call`](Self::call); with `quote_error_body`, an error answer's text is part of the
+    /// error (Airflow's 422 says why a dry run cannot be made). Only for calls whose answer
+    /// cannot echo the request's credentials back.
+    fn call_quoting<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &[&str],
+        query: &[(&str, String)],
+        body: Option<serde_json::Value>,
+        quote_error_body: bool,
+    ) -> Result<T, Failed> {
         let endpoint = self.base.join(path);
         let shown = endpoint.to_string();
         let action = if method == Method::GET {
@@ -172,8 +187,7 @@ impl Airflow {
             action,
             endpoint: &endpoint,
             target_as_journaled: &shown,
-            // Airflow's error answers say what is wrong ({"detail": ...}) and hold no secret.
-            quote_error_body: true,
+            quote_error_body,
         };
         let bytes = self.runtime.block_on(async {
             let response = self
@@ -181,10 +195,9 @@ impl Airflow {
                 .send(call, request)
                 .await
                 .map_err(Failed::Http)?;
-            response
-                .bytes()
-                .await
-                .map_err(|error| Failed::Other(anyhow!("{action} {shown}: {error}")))
+            response.bytes().await.map_err(|error| {
+                Failed::Other(anyhow!("{action} {shown}: {}", error.without_url()))
+            })
         })?;
         serde_json::from_slice(&bytes).map_err(|error| {
             Failed::Other(anyhow!(
@@ -202,18 +215,27 @@ impl Airflow {
         end: DateTime<Utc>,
         reprocess: Reprocess,
     ) -> anyhow::Result<DryRun> {
-        let inclusive_end = end - TimeDelta::microseconds(1);
+        // Airflow reads times to the microsecond: [start, end) is every microsecond from
+        // start rounded up to end rounded up, less one.
+        let (from, to) = (ceil_micros(start), ceil_micros(end));
+        if to <= from {
+            return Ok(DryRun::default());
+        }
+        let inclusive_end = to - TimeDelta::microseconds(1);
         let body = serde_json::json!({
             "dag_id": dag_id,
-            "from_date": rfc3339_micros(start),
+            "from_date": rfc3339_micros(from),
             "to_date": rfc3339_micros(inclusive_end),
             "reprocess_behavior": reprocess.as_str(),
         });
-        self.call(
+        // The dry run's answer is not about the login: its detail (why no backfill of this
+        // DAG can be planned) is worth showing.
+        self.call_quoting(
             Method::POST,
             &["api", "v2", "backfills", "dry_run"],
             &[],
             Some(body),
+            true,
         )
         .map_err(anyhow::Error::from)
         .with_context(|| {
@@ -226,6 +248,16 @@ impl Airflow {
     /// The UI's dependency graph, for the DAGs TriggerDagRunOperators start.
     pub(crate) fn dependencies(&self) -> Result<DependencyGraph, Failed> {
         self.call(Method::GET, &["ui", "dependencies"], &[], None)
+    }
+}
+
+/// `time` rounded up to the microsecond.
+fn ceil_micros(time: DateTime<Utc>) -> DateTime<Utc> {
+    let below = i64::from(time.timestamp_subsec_nanos() % 1_000);
+    if below == 0 {
+        time
+    } else {
+        time + TimeDelta::nanoseconds(1_000 - below)
     }
 }
 
@@ -276,5 +308,27 @@ impl Source for Airflow {
             .map_err(anyhow::Error::from)
             .with_context(|| format!("reading the tasks of {dag_id}"))?;
         Ok(page.tasks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_round_up_to_the_microsecond() {
+        let at = |text: &str| DateTime::parse_from_rfc3339(text).unwrap().to_utc();
+        assert_eq!(
+            ceil_micros(at("2026-08-04T00:00:00Z")),
+            at("2026-08-04T00:00:00Z")
+        );
+        assert_eq!(
+            ceil_micros(at("2026-08-04T00:00:00.0000001Z")),
+            at("2026-08-04T00:00:00.000001Z")
+        );
+        assert_eq!(
+            ceil_micros(at("2026-08-04T00:00:00.000001Z")),
+            at("2026-08-04T00:00:00.000001Z")
+        );
     }
 }

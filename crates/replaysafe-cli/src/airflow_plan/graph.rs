@@ -95,7 +95,7 @@ struct GraphEdge {
 }
 
 /// `POST /api/v2/backfills/dry_run`: the runs a backfill would create.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 pub(crate) struct DryRun {
     pub(crate) backfills: Vec<DryRunEntry>,
 }
@@ -290,6 +290,32 @@ pub(crate) fn walk(
         .cloned()
         .collect();
     let counts_with_policy = count(root, runs, &order, &by_assets);
+    // A DAG a cycle starts again, or a mapped trigger starts once per map index, gets more
+    // runs than counted; so does everything downstream of it.
+    let mapped = |link: &Link| match &link.via {
+        Via::Trigger { task_id } => tasks.get(&link.from).is_some_and(|tasks| {
+            tasks
+                .iter()
+                .any(|task| &task.task_id == task_id && task.is_mapped == Some(true))
+        }),
+        Via::Asset { .. } => false,
+    };
+    let unbounded_starts: Vec<&str> = cycles
+        .iter()
+        .map(|cycle| cycle.starts.as_str())
+        .chain(
+            kept.iter()
+                .filter(|link| mapped(link))
+                .map(|link| link.to.as_str()),
+        )
+        .collect();
+    let at_least = downstream_of(&unbounded_starts, &kept);
+    let asset_cycles: Vec<&str> = cycles
+        .iter()
+        .filter(|cycle| matches!(cycle.via, Via::Asset { .. }))
+        .map(|cycle| cycle.starts.as_str())
+        .collect();
+    let at_least_with_policy = downstream_of(&asset_cycles, &by_assets);
     let dags = found
         .into_iter()
         .map(|(dag, depth)| {
@@ -314,6 +340,8 @@ pub(crate) fn walk(
                 .map(|task| classify(task, &starts))
                 .collect();
             PlannedDag {
+                at_least: at_least.contains(&dag.dag_id),
+                at_least_with_policy: at_least_with_policy.contains(&dag.dag_id),
                 dag_id: dag.dag_id,
                 depth,
                 runs,
@@ -389,6 +417,20 @@ fn split_cycles(root: &str, order: &[String], links: Vec<Link>) -> (Vec<Link>, V
         }
     }
     (kept, cycles)
+}
+
+/// `starts` and every DAG the `links` lead to from them.
+fn downstream_of(starts: &[&str], links: &[Link]) -> BTreeSet<String> {
+    let mut reached: BTreeSet<String> = starts.iter().map(|dag| (*dag).to_owned()).collect();
+    let mut queue: VecDeque<String> = reached.iter().cloned().collect();
+    while let Some(dag) = queue.pop_front() {
+        for link in links.iter().filter(|link| link.from == dag) {
+            if reached.insert(link.to.clone()) {
+                queue.push_back(link.to.clone());
+            }
+        }
+    }
+    reached
 }
 
 /// The runs of every DAG, in topological order of the acyclic `links`: the sum over the
@@ -799,6 +841,14 @@ mod tests {
         assert_eq!(walked.cycles.len(), 1);
         let cycle = &walked.cycles[0];
         assert_eq!((cycle.dag_id.as_str(), cycle.starts.as_str()), ("b", "a"));
+        // The cycle starts a again, and so b and c: every count is a lower bound; with
+        // the policy the cycle (a trigger) is suppressed and the counts stand.
+        let bounds: Vec<(bool, bool)> = walked
+            .dags
+            .iter()
+            .map(|dag| (dag.at_least, dag.at_least_with_policy))
+            .collect();
+        assert_eq!(bounds, [(true, false), (true, false), (true, false)]);
         assert_eq!(walked.notes.len(), 1, "{:?}", walked.notes);
         assert!(walked.notes[0].contains("{{ params.target }}"));
         // Each DAG is asked about once.
@@ -808,6 +858,34 @@ mod tests {
             .filter(|a| a.starts_with("tasks "))
             .count();
         assert_eq!(asked_tasks, 3);
+    }
+
+    #[test]
+    fn a_mapped_trigger_makes_its_targets_count_a_lower_bound() {
+        let detail = |dag: &str| serde_json::json!({"dag_id": dag, "is_paused": false}).to_string();
+        let tasks = serde_json::json!({"tasks": [{
+            "task_id": "fanout",
+            "operator_name": "TriggerDagRunOperator",
+            "class_ref": {"module_path": "airflow.providers.standard.operators.trigger_dagrun",
+                          "class_name": "TriggerDagRunOperator"},
+            "is_mapped": true,
+        }], "total_entries": 1})
+        .to_string();
+        let mut source = Fixtures::default()
+            .with("a", &detail("a"), EMPTY_ASSETS, &tasks)
+            .with("c", &detail("c"), EMPTY_ASSETS, EMPTY_TASKS);
+        let node = "trigger:a:c:fanout";
+        let graph: DependencyGraph = serde_json::from_value(serde_json::json!({
+            "nodes": [{"id": node, "label": "fanout", "type": "trigger"}],
+            "edges": [{"source_id": "dag:a", "target_id": node}, {"source_id": node, "target_id": "dag:c"}],
+        }))
+        .unwrap();
+        let root = source.dag("a").unwrap().unwrap();
+        let walked = walk(&mut source, &Triggers::from_graph(&graph), root, 3).unwrap();
+        let c = walked.dags.iter().find(|dag| dag.dag_id == "c").unwrap();
+        assert_eq!((c.runs, c.at_least), (3, true));
+        let a = walked.dags.iter().find(|dag| dag.dag_id == "a").unwrap();
+        assert!(!a.at_least);
     }
 
     #[test]

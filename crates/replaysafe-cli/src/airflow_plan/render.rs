@@ -47,7 +47,7 @@ pub fn render(plan: &Downstream, format: Format) -> String {
         format!(
             "{}: {} ({source}){}",
             text(&plan.dag_id),
-            runs_text(plan.runs, false),
+            runs_text(plan.runs, false, false),
             dates_text(&plan.run_dates)
         ),
         format!(
@@ -60,7 +60,8 @@ pub fn render(plan: &Downstream, format: Format) -> String {
                 downstream
                     .iter()
                     .fold(0_u64, |sum, dag| sum.saturating_add(dag.runs)),
-                downstream.iter().any(|dag| dag.up_to)
+                downstream.iter().any(|dag| dag.up_to),
+                downstream.iter().any(|dag| dag.at_least),
             ),
             tasks - gated
         ),
@@ -89,8 +90,12 @@ pub fn render(plan: &Downstream, format: Format) -> String {
         dags.row([
             dag.dag_id.clone(),
             dag.depth.to_string(),
-            runs_text(dag.runs, dag.up_to),
-            runs_text(dag.runs_with_policy, dag.up_to && dag.runs_with_policy > 0),
+            runs_text(dag.runs, dag.up_to, dag.at_least),
+            runs_text(
+                dag.runs_with_policy,
+                dag.up_to && dag.runs_with_policy > 0,
+                dag.at_least_with_policy,
+            ),
             if dag.paused { "yes" } else { "no" }.to_owned(),
             dag.schedule.clone().unwrap_or_else(|| "none".to_owned()),
             started_by_text(dag),
@@ -167,9 +172,11 @@ fn date_or_time(text: &str) -> String {
     text.strip_suffix("T00:00:00Z").unwrap_or(text).to_owned()
 }
 
-fn runs_text(runs: u64, up_to: bool) -> String {
+fn runs_text(runs: u64, up_to: bool, at_least: bool) -> String {
     let noun = if runs == 1 { "run" } else { "runs" };
-    if up_to {
+    if at_least {
+        format!("at least {runs} {noun} (no bound: a cycle or a mapped trigger)")
+    } else if up_to {
         format!("up to {runs} {noun}")
     } else {
         format!("{runs} {noun}")
@@ -250,6 +257,8 @@ mod tests {
                     depth: 0,
                     runs: 2,
                     up_to: false,
+                    at_least: false,
+                    at_least_with_policy: false,
                     runs_with_policy: 2,
                     paused: false,
                     schedule: Some("0 0 * * *".into()),
@@ -261,6 +270,8 @@ mod tests {
                     depth: 1,
                     runs: 2,
                     up_to: true,
+                    at_least: false,
+                    at_least_with_policy: false,
                     runs_with_policy: 2,
                     paused: true,
                     schedule: Some("Asset".into()),

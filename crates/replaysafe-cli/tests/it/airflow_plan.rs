@@ -28,9 +28,22 @@ fn stderr(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// The error itself, without the usage lines clap prints after it (which name every flag).
+fn error(output: &std::process::Output) -> String {
+    let text = stderr(output);
+    text.split("\nUsage:").next().unwrap_or_default().to_owned()
+}
+
 #[test]
 fn flags_that_make_no_sense_with_airflow_are_refused() {
-    let airflow = ["--airflow", NOBODY, "--dag-id", "daily"];
+    let airflow = [
+        "--airflow",
+        NOBODY,
+        "--dag-id",
+        "daily",
+        "--allow-host",
+        "127.0.0.1",
+    ];
     let cases: [(&[&str], &str); 9] = [
         (&["--pipeline", "p"], "--pipeline"),
         (&["--kind", "scheduled"], "--kind"),
@@ -51,19 +64,28 @@ fn flags_that_make_no_sense_with_airflow_are_refused() {
     for (extra, flag) in cases {
         let output = plan(&[&airflow[..], extra].concat());
         assert_eq!(output.status.code(), Some(2), "{extra:?}");
+        let said = error(&output);
+        assert!(said.contains(flag), "{extra:?}: {said}");
         assert!(
-            stderr(&output).contains(flag),
-            "{extra:?}: {}",
-            stderr(&output)
+            said.contains("cannot be used with") || said.contains("required arguments"),
+            "{extra:?}: {said}"
         );
     }
     // --dag-id belongs to --airflow, and plan without it is the plan it always was.
     let output = plan(&["--dag-id", "daily"]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("--airflow"), "{}", stderr(&output));
+    assert!(
+        error(&output).contains("--airflow <BASE_URL>"),
+        "{}",
+        stderr(&output)
+    );
     let output = plan(&["--pipeline", "p"]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("--every"), "{}", stderr(&output));
+    assert!(
+        error(&output).contains("--every <EVERY>"),
+        "{}",
+        stderr(&output)
+    );
     let output = plan(&["--pipeline", "p", "--every", "1d", "--effect", "email"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert!(String::from_utf8_lossy(&output.stdout).contains("over 3 windows of 1d"));
@@ -76,7 +98,14 @@ fn errors_name_the_flag_and_never_the_secret() {
     let output = clean_command()
         .arg("plan")
         .args(RANGE)
-        .args(["--airflow", NOBODY, "--dag-id", "daily"])
+        .args([
+            "--airflow",
+            NOBODY,
+            "--dag-id",
+            "daily",
+            "--allow-host",
+            "127.0.0.1",
+        ])
         .args(login)
         .env("PLAN_PASSWORD", canary)
         .output()
@@ -94,7 +123,14 @@ fn errors_name_the_flag_and_never_the_secret() {
     let output = clean_command()
         .arg("plan")
         .args(RANGE)
-        .args(["--airflow", NOBODY, "--dag-id", "daily"])
+        .args([
+            "--airflow",
+            NOBODY,
+            "--dag-id",
+            "daily",
+            "--allow-host",
+            "127.0.0.1",
+        ])
         .args(["--token-env", "PLAN_TOKEN"])
         .env("PLAN_TOKEN", canary)
         .output()
@@ -127,4 +163,45 @@ fn errors_name_the_flag_and_never_the_secret() {
     let output = plan(&["--airflow", "airflow.internal:8080", "--dag-id", "daily"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("--airflow"), "{}", stderr(&output));
+
+    // An internal address is refused before anything is sent unless --allow-host lets it
+    // through (a cloud's metadata address included), as for send trigger.
+    let output = clean_command()
+        .arg("plan")
+        .args(RANGE)
+        .args(["--airflow", "http://169.254.169.254:9", "--dag-id", "daily"])
+        .args(login)
+        .env("PLAN_PASSWORD", canary)
+        .output()
+        .unwrap();
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("--airflow") && text.contains("refused before connecting"),
+        "{text}"
+    );
+    assert!(!text.contains(canary), "{text}");
+
+    // A token no header can hold is refused naming the flag, before any request.
+    let output = clean_command()
+        .arg("plan")
+        .args(RANGE)
+        .args([
+            "--airflow",
+            NOBODY,
+            "--dag-id",
+            "daily",
+            "--allow-host",
+            "127.0.0.1",
+        ])
+        .args(["--token-env", "PLAN_TOKEN"])
+        .env("PLAN_TOKEN", "tok\nen")
+        .output()
+        .unwrap();
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("--token-env: PLAN_TOKEN holds no usable token"),
+        "{text}"
+    );
 }
