@@ -405,53 +405,51 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
             for count in &counts {
                 *by_status.entry(count.status.as_str()).or_default() += count.rows;
             }
-            match format {
-                StatusFormat::Json | StatusFormat::Prometheus => {
-                    let value = serde_json::json!({
-                        "database": describe(&db),
-                        "by_status": by_status,
-                        "counts": counts.iter().map(|c| serde_json::json!({
-                            "status": c.status.as_str(), "route": c.route,
-                            "pipeline": c.pipeline, "rows": c.rows,
-                        })).collect::<Vec<_>>(),
-                        "oldest_pending_age_seconds": oldest.map(|age| age.as_secs()),
-                        "in_doubt": in_doubt,
-                        "stale_completions": counters.stale_completions,
-                        "reclaimed": counters.reclaimed,
-                    });
-                    println!("{}", serde_json::to_string_pretty(&value)?);
+            // (`Prometheus` is the arm above.)
+            if format == StatusFormat::Json {
+                let value = serde_json::json!({
+                    "database": describe(&db),
+                    "by_status": by_status,
+                    "counts": counts.iter().map(|c| serde_json::json!({
+                        "status": c.status.as_str(), "route": c.route,
+                        "pipeline": c.pipeline, "rows": c.rows,
+                    })).collect::<Vec<_>>(),
+                    "oldest_pending_age_seconds": oldest.map(|age| age.as_secs()),
+                    "in_doubt": in_doubt,
+                    "stale_completions": counters.stale_completions,
+                    "reclaimed": counters.reclaimed,
+                });
+                println!("{}", serde_json::to_string_pretty(&value)?);
+            } else {
+                println!("outbox {}", safe(&describe(&db)));
+                let mut table = comfy_table::Table::new();
+                table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+                table.set_header(["status", "route", "pipeline", "rows"]);
+                for c in &counts {
+                    table.add_row([
+                        c.status.as_str().to_owned(),
+                        safe(&c.route),
+                        safe(&c.pipeline),
+                        c.rows.to_string(),
+                    ]);
                 }
-                StatusFormat::Table => {
-                    println!("outbox {}", safe(&describe(&db)));
-                    let mut table = comfy_table::Table::new();
-                    table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-                    table.set_header(["status", "route", "pipeline", "rows"]);
-                    for c in &counts {
-                        table.add_row([
-                            c.status.as_str().to_owned(),
-                            safe(&c.route),
-                            safe(&c.pipeline),
-                            c.rows.to_string(),
-                        ]);
-                    }
-                    println!("{table}");
-                    let totals: Vec<String> = by_status
-                        .iter()
-                        .map(|(status, rows)| format!("{status} {rows}"))
-                        .collect();
-                    println!("totals: {}", totals.join(", "));
-                    println!(
-                        "oldest pending: {}",
-                        oldest.map_or("none".to_owned(), |age| format!("{} s", age.as_secs()))
-                    );
-                    println!(
-                        "in doubt: {in_doubt} (claimed, lease over: a delivery may have been made; the next claim asks the journal, and a receiver that cannot drop a repeat gets nothing until a resend)"
-                    );
-                    println!(
-                        "stale completions rejected: {}, rows reclaimed: {}",
-                        counters.stale_completions, counters.reclaimed
-                    );
-                }
+                println!("{table}");
+                let totals: Vec<String> = by_status
+                    .iter()
+                    .map(|(status, rows)| format!("{status} {rows}"))
+                    .collect();
+                println!("totals: {}", totals.join(", "));
+                println!(
+                    "oldest pending: {}",
+                    oldest.map_or("none".to_owned(), |age| format!("{} s", age.as_secs()))
+                );
+                println!(
+                    "in doubt: {in_doubt} (claimed, lease over: a delivery may have been made; the next claim asks the journal, and a receiver that cannot drop a repeat gets nothing until a resend)"
+                );
+                println!(
+                    "stale completions rejected: {}, rows reclaimed: {}",
+                    counters.stale_completions, counters.reclaimed
+                );
             }
         }
         OutboxCommand::List {

@@ -175,14 +175,25 @@ pub async fn serve(
     );
     tokio::spawn(async move {
         loop {
-            let Ok((mut stream, _)) = listener.accept().await else {
-                continue;
+            let mut stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(_) => {
+                    // Out of descriptors, say: wait rather than spin.
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
             };
             let store = store.clone();
             let worker = worker.clone();
             tokio::spawn(async move {
                 let mut head = vec![0; 4096];
-                let read = stream.read(&mut head).await.unwrap_or(0);
+                // A client that sends nothing is dropped after a while.
+                let read =
+                    tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut head))
+                        .await
+                        .ok()
+                        .and_then(Result::ok)
+                        .unwrap_or(0);
                 let request = String::from_utf8_lossy(&head[..read]);
                 let path = request.split_whitespace().nth(1).unwrap_or("");
                 let (status, kind, body) = if path == "/metrics" {
@@ -192,11 +203,17 @@ pub async fn serve(
                             "text/plain; version=0.0.4",
                             queue.exposition() + &circuits(&worker.circuits()),
                         ),
-                        Err(error) => (
-                            "500 Internal Server Error",
-                            "text/plain",
-                            format!("{error:#}\n"),
-                        ),
+                        Err(error) => {
+                            // The listener answers anyone who reaches it: the error goes
+                            // to the worker's stderr, the answer says only that it failed.
+                            eprintln!("replaysafe: --metrics-addr: {error:#}");
+                            (
+                                "500 Internal Server Error",
+                                "text/plain",
+                                "the outbox could not be read; the worker's log says why\n"
+                                    .to_owned(),
+                            )
+                        }
                     }
                 } else {
                     (

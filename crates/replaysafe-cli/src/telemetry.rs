@@ -34,7 +34,7 @@ mod active {
     use std::cell::RefCell;
     use std::sync::OnceLock;
 
-    use anyhow::{Context as _, bail};
+    use anyhow::{anyhow, bail};
     use opentelemetry::trace::{TraceContextExt, Tracer as _, TracerProvider as _};
     use opentelemetry::{Context, ContextGuard, KeyValue};
     use opentelemetry_otlp::{LogExporter, Protocol, SpanExporter, WithExportConfig};
@@ -51,15 +51,16 @@ mod active {
     pub(super) static PROVIDERS: OnceLock<Providers> = OnceLock::new();
 
     thread_local! {
-        /// The send's span, current on the thread that runs the send.
-        static ROOT: RefCell<Option<ContextGuard>> = const { RefCell::new(None) };
+        /// The send's context (holding its span), current on the thread that runs the send.
+        static ROOT: RefCell<Option<(Context, ContextGuard)>> = const { RefCell::new(None) };
     }
 
     fn protocol() -> anyhow::Result<Protocol> {
-        let chosen = ["OTEL_EXPORTER_OTLP_PROTOCOL"]
-            .iter()
-            .find_map(|name| std::env::var(name).ok());
-        match chosen.as_deref().map(str::trim) {
+        match std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL")
+            .ok()
+            .as_deref()
+            .map(str::trim)
+        {
             None | Some("" | "http/protobuf") => Ok(Protocol::HttpBinary),
             Some("http/json") => Ok(Protocol::HttpJson),
             Some(other) => bail!(
@@ -71,16 +72,23 @@ mod active {
     /// Starts the exporters and the send's span, named `name`.
     pub(super) fn start(name: &str) -> anyhow::Result<()> {
         let protocol = protocol()?;
+        // The exporters' own errors quote the endpoint, which may hold a credential or a
+        // token in its query: they are not shown.
+        let refused = |what: &str| {
+            anyhow!(
+                "--otel: the OTLP {what} exporter cannot be built from the OTEL_EXPORTER_OTLP_* variables (an endpoint that is not an http(s) URL, or a header that is not NAME=VALUE)"
+            )
+        };
         let logs = LogExporter::builder()
             .with_http()
             .with_protocol(protocol)
             .build()
-            .context("--otel: the OTLP log exporter")?;
+            .map_err(|_| refused("log"))?;
         let spans = SpanExporter::builder()
             .with_http()
             .with_protocol(protocol)
             .build()
-            .context("--otel: the OTLP span exporter")?;
+            .map_err(|_| refused("span"))?;
         // OTEL_SERVICE_NAME (read by the SDK) names the service when set.
         let resource = match std::env::var("OTEL_SERVICE_NAME") {
             Ok(name) if !name.trim().is_empty() => Resource::builder().build(),
@@ -101,8 +109,9 @@ mod active {
             .span_builder(name.to_owned())
             .with_attributes([KeyValue::new("replaysafe.command", name.to_owned())])
             .start(&tracer);
-        let guard = Context::current_with_span(span).attach();
-        ROOT.with(|root| *root.borrow_mut() = Some(guard));
+        let cx = Context::current_with_span(span);
+        let guard = cx.clone().attach();
+        ROOT.with(|root| *root.borrow_mut() = Some((cx, guard)));
         let _ = PROVIDERS.set(Providers {
             logs,
             traces,
@@ -114,8 +123,9 @@ mod active {
     /// Ends the send's span and flushes both exporters.
     pub(super) fn finish() {
         ROOT.with(|root| {
-            if let Some(guard) = root.borrow_mut().take() {
-                Context::current().span().end();
+            if let Some((cx, guard)) = root.borrow_mut().take() {
+                // The send's own span, whatever else is current.
+                cx.span().end();
                 drop(guard);
             }
         });

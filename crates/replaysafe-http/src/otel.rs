@@ -10,20 +10,25 @@ pub(crate) struct ClientSpan(BoxedSpan);
 
 impl ClientSpan {
     /// Starts the span of `request`, a child of the current context's span, named by its
-    /// method as the HTTP conventions name client spans. `shown` is the URL as the journal
-    /// shows it (`url.full`, never the query or a credential).
+    /// method as the HTTP conventions name client spans. `shown` is the target as the
+    /// journal shows it: `url.full`, `server.address` and `server.port` come from it when it
+    /// is a URL (never the query or a credential), and are left out when it is not.
     pub(crate) fn start(request: &reqwest::Request, shown: &str) -> Self {
         let tracer = global::tracer("replaysafe");
-        let url = request.url();
-        let mut attributes = vec![
-            KeyValue::new("http.request.method", request.method().as_str().to_owned()),
-            KeyValue::new("url.full", shown.to_owned()),
-        ];
-        if let Some(host) = url.host_str() {
-            attributes.push(KeyValue::new("server.address", host.to_owned()));
-        }
-        if let Some(port) = url.port_or_known_default() {
-            attributes.push(KeyValue::new("server.port", i64::from(port)));
+        let mut attributes = vec![KeyValue::new(
+            "http.request.method",
+            request.method().as_str().to_owned(),
+        )];
+        // The URL, host and port as the journal shows them: nothing of a target redacted
+        // to a hash, or to a name that is no URL, is added back.
+        if let Ok(url) = url::Url::parse(shown) {
+            attributes.push(KeyValue::new("url.full", shown.to_owned()));
+            if let Some(host) = url.host_str() {
+                attributes.push(KeyValue::new("server.address", host.to_owned()));
+            }
+            if let Some(port) = url.port_or_known_default() {
+                attributes.push(KeyValue::new("server.port", i64::from(port)));
+            }
         }
         let span = tracer
             .span_builder(request.method().as_str().to_owned())

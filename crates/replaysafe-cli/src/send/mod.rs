@@ -286,6 +286,17 @@ pub const EXIT_OUTCOME_NOT_JOURNALED: u8 = 3;
 #[error("{0}")]
 pub struct OutcomeNotJournaled(String);
 
+/// Whether a send whose journal failed leaves its effect in doubt: an attempt was made
+/// and its outcome (`delivered` or `failed`) is not in the journal.
+fn left_in_doubt(delivered: bool, source: &replaysafe_core::journal::JournalError) -> bool {
+    use replaysafe_core::journal::JournalDecision;
+    delivered
+        || matches!(
+            source.decision(),
+            Some(JournalDecision::Delivered | JournalDecision::Failed)
+        )
+}
+
 /// The error of a send whose journal failed: what the journal lacks, and so what the
 /// receiver may hold.
 fn journal_failure(
@@ -362,13 +373,7 @@ fn announce<R, E: std::error::Error + Classify + 'static>(
             Ok(true)
         }
         Err(error @ SendError::Journal { delivered, source }) => {
-            // An attempt whose outcome the journal lacks is in doubt; a failed `attempting`
-            // record sent nothing.
-            let attempted = !matches!(
-                source.decision(),
-                Some(replaysafe_core::journal::JournalDecision::Attempting)
-            );
-            if *delivered || attempted {
+            if left_in_doubt(*delivered, source) {
                 pipes::count(pipes::Counted::InDoubt);
             }
             Err(journal_failure(

@@ -85,3 +85,44 @@ fn write(value: &str, message: &serde_json::Value) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use base64::Engine as _;
+
+    use super::*;
+
+    /// A Pipes parameter as Dagster encodes it: base64 of zlib of JSON.
+    fn encode(params: &serde_json::Value) -> String {
+        let mut encoder =
+            flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(params.to_string().as_bytes()).unwrap();
+        base64::engine::general_purpose::STANDARD.encode(encoder.finish().unwrap())
+    }
+
+    #[test]
+    fn a_message_is_appended_to_the_file_the_channel_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("messages.jsonl");
+        std::fs::write(&path, "{\"method\": \"opened\"}\n").unwrap();
+        let message = serde_json::json!({"method": "report_custom_message"});
+        let channel = encode(&serde_json::json!({"path": path}));
+        write(&channel, &message).unwrap();
+        write(&channel, &message).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(lines[1], message.to_string());
+    }
+
+    #[test]
+    fn a_channel_it_cannot_write_to_is_an_error_naming_the_variable() {
+        let message = serde_json::json!({});
+        let unknown = write(&encode(&serde_json::json!({"s3": "bucket"})), &message);
+        assert!(unknown.unwrap_err().to_string().contains(MESSAGES));
+        let garbled = write("not base64!", &message);
+        assert!(format!("{:#}", garbled.unwrap_err()).contains(MESSAGES));
+    }
+}

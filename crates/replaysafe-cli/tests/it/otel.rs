@@ -231,3 +231,30 @@ fn a_bad_replaysafe_otel_value_is_refused_naming_it_and_nothing_is_sent() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("REPLAYSAFE_OTEL"));
     assert!(posts.lock().unwrap().is_empty());
 }
+
+#[test]
+fn an_otlp_endpoint_that_cannot_be_used_is_refused_without_quoting_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, env) = environments().into_iter().next().unwrap();
+    let output = clean_command()
+        .envs(env)
+        .env("REPLAYSAFE_JOURNAL", dir.path().join("journal.jsonl"))
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "not a url?api_key=s3cr3t-otlp",
+        )
+        .args([
+            "send",
+            "webhook",
+            "--otel",
+            "--url",
+            "https://partner.example/hooks",
+        ])
+        .args(["--event-type", "e", "--data", "{}"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(text.contains("--otel: the OTLP"), "{text}");
+    assert!(!text.contains("s3cr3t-otlp"), "{text}");
+}

@@ -42,6 +42,19 @@ fn parsed_by_prometheus(text: &str, job: &str) -> Vec<String> {
         .collect()
 }
 
+/// A worker process, stopped (SIGTERM, then waited for) when dropped: also when an
+/// assertion fails before the end of the test.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
 /// The value of the sample named `name` whose labels include every one of `labels`.
 fn sample(samples: &[String], name: &str, labels: &[&str]) -> Option<f64> {
     samples
@@ -128,7 +141,7 @@ fn status_and_the_worker_serve_queue_metrics_prometheus_parses() {
             command.env_remove(key);
         }
     }
-    let mut worker = command
+    let worker = command
         .args(["outbox", "work", "--database", &database, "--routes"])
         .arg(&routes)
         .arg("--journal")
@@ -142,6 +155,7 @@ fn status_and_the_worker_serve_queue_metrics_prometheus_parses() {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .map(Stopped)
         .unwrap();
     let started = Instant::now();
     let scraped = loop {
@@ -163,10 +177,7 @@ fn status_and_the_worker_serve_queue_metrics_prometheus_parses() {
     };
     let missing = reqwest::blocking::get(format!("http://127.0.0.1:{port}/other")).unwrap();
     assert_eq!(missing.status(), 404);
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &worker.id().to_string()])
-        .status();
-    let _ = worker.wait();
+    drop(worker);
     let samples = parsed_by_prometheus(&scraped, "replaysafe_outbox_worker_test");
     let rows = |status: &str, route: &str| row_count(&samples, status, route);
     assert_eq!(rows("delivered", "partner"), Some(1.0), "{samples:?}");
