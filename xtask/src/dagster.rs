@@ -48,7 +48,7 @@ pub(crate) fn check() -> anyhow::Result<()> {
                 .arg(format!("dagster-pipes=={VERSION}")),
         )?;
     }
-    crate::dist::install_wheel(&venv)?;
+    crate::dist::install_wheel(&venv, &crate::dist::build_wheel("dev")?)?;
     let out = base.join("out");
     if out.exists() {
         std::fs::remove_dir_all(&out).with_context(|| format!("removing {}", out.display()))?;

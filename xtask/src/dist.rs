@@ -48,27 +48,6 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
 /// builds the extension module and packs both (docs/adr/0015-python-wheel.md). The copy
 /// is fresh each time, so nothing in `target/` is changed in place and a second build in
 /// the same `target/` works as the first.
-/// Builds this checkout's wheel (dev profile) and installs it into the virtualenv `venv`,
-/// over any earlier one, without touching its other packages: the Airflow and Dagster
-/// checks' tasks `import replaysafe` from it.
-pub(crate) fn install_wheel(venv: &Path) -> anyhow::Result<()> {
-    let wheel = build_wheel("dev")?;
-    exec(
-        Command::new(venv.join("bin/python"))
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--no-input",
-                "--no-index",
-                "--no-deps",
-                "--force-reinstall",
-            ])
-            .arg(&wheel),
-    )
-}
-
 pub(crate) fn build_wheel(profile: &str) -> anyhow::Result<PathBuf> {
     let maturin = ensure_maturin(&target_dir().join("maturin"))?;
     exec(crate::system::cargo().args([
@@ -127,6 +106,26 @@ pub(crate) fn build_wheel(profile: &str) -> anyhow::Result<PathBuf> {
     }
 }
 
+/// Installs `wheel` into the virtualenv `venv` from the file alone (no index, and no
+/// dependency: the wheel has none), over any earlier install of it; the virtualenv's
+/// other packages are left as they are.
+pub(crate) fn install_wheel(venv: &Path, wheel: &Path) -> anyhow::Result<()> {
+    exec(
+        Command::new(venv.join("bin/python"))
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-input",
+                "--no-index",
+                "--no-deps",
+                "--force-reinstall",
+            ])
+            .arg(wheel),
+    )
+}
+
 /// Makes `dir/venv` a virtualenv holding maturin [`MATURIN_VERSION`]; returns its `maturin`.
 fn ensure_maturin(dir: &Path) -> anyhow::Result<PathBuf> {
     let venv = dir.join("venv");
@@ -182,19 +181,7 @@ pub(crate) fn check(env: &[(String, String)]) -> anyhow::Result<()> {
     std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
     let venv = base.join("venv");
     exec(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
-    // The wheel has no dependencies: nothing but the file is installed.
-    exec(
-        Command::new(venv.join("bin/python"))
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--no-input",
-                "--no-index",
-            ])
-            .arg(&wheel),
-    )?;
+    install_wheel(&venv, &wheel)?;
     let replaysafe = venv.join("bin/replaysafe");
     anyhow::ensure!(
         replaysafe.is_file(),

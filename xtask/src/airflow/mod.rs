@@ -173,7 +173,7 @@ fn drive(steps: &mut Steps, checks: &mut Checks) -> anyhow::Result<()> {
 
     steps.time(
         "install the replaysafe wheel into Airflow's virtualenv",
-        || crate::dist::install_wheel(&venv),
+        || crate::dist::install_wheel(&venv, &crate::dist::build_wheel("dev")?),
     )?;
 
     let home = fresh_dir(&base.join("home"))?;
