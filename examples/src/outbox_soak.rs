@@ -11,10 +11,14 @@
 //! in the middle of a delivery for longer than their lease, so that another worker takes
 //! the row over; when the frozen one resumes (SIGCONT), its completion is stale.
 //!
+//! Two rows in three carry one of [`ORDERING_KEYS`] ordering keys, the third none.
+//!
 //! Afterwards it checks: every staged key delivered (0 lost), 0 duplicates after the
 //! receiver's de-duplication, raw re-deliveries at most kills plus freezes, every stale
-//! completion rejected (the row keeps the newer claimant's outcome), and every worker
-//! stopping cleanly on SIGTERM. It writes its figures as JSON to `--out`.
+//! completion rejected (the row keeps the newer claimant's outcome), every ordering key's
+//! requests arriving in staging order (a repeat of a row after a kill may follow it, no
+//! earlier row may come after a later one), and every worker stopping cleanly on SIGTERM.
+//! It writes its figures as JSON to `--out`.
 //!
 //! ```text
 //! outbox_soak [--kills N] [--workers W] [--backend sqlite|postgres] [--postgres-url URL] [--out FILE]
@@ -43,13 +47,17 @@ use chrono::{DurationRound, TimeDelta, Utc};
 use replaysafe::journal::NoopJournal;
 use replaysafe::outbox::postgres::{self, PostgresOutbox};
 use replaysafe::outbox::rusqlite::Connection;
-use replaysafe::outbox::{OutboxStore, Route, StoreCounters, Worker, WorkerBuilder, sqlite};
+use replaysafe::outbox::{
+    OutboxStore, Route, StageOptions, StoreCounters, Worker, WorkerBuilder, sqlite,
+};
 use replaysafe::webhook::{IpNetwork, SsrfPolicy, Webhook, WebhookClient};
 use replaysafe::{ReplayContext, RunKind, Window};
 
 const LEASE: Duration = Duration::from_millis(1000);
 const FREEZE: Duration = Duration::from_millis(1600);
 const ROUTE: &str = "partner_webhook";
+/// How many ordering keys the keyed rows spread over.
+const ORDERING_KEYS: u64 = 8;
 
 fn main() -> anyhow::Result<()> {
     soak_common::main_of(
@@ -97,6 +105,8 @@ async fn worker(args: &[String]) -> anyhow::Result<()> {
 struct Shared {
     /// Requests per key, raw.
     requests: Mutex<HashMap<String, u64>>,
+    /// The row numbers of each ordering key's requests, in the order they arrived.
+    arrivals: Mutex<HashMap<String, Vec<u64>>>,
     /// The worker processes, by slot.
     workers: Mutex<Vec<Option<Child>>>,
     kills: AtomicU64,
@@ -138,7 +148,11 @@ fn signal(pid: u32, name: &str) {
     let _ = Command::new("kill").args([name, &pid.to_string()]).status();
 }
 
-async fn receive(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> StatusCode {
+async fn receive(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> StatusCode {
     let key = headers
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
@@ -151,6 +165,13 @@ async fn receive(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Statu
         return StatusCode::BAD_REQUEST;
     };
     *lock(&shared.requests).entry(key).or_default() += 1;
+    let row: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    if let (Some(ordering), Some(n)) = (row["key"].as_str(), row["n"].as_u64()) {
+        lock(&shared.arrivals)
+            .entry(ordering.to_owned())
+            .or_default()
+            .push(n);
+    }
     let Some(slot) = slot else {
         return StatusCode::OK;
     };
@@ -214,6 +235,34 @@ fn soak_context() -> anyhow::Result<ReplayContext> {
         .build()?)
 }
 
+/// Row `n`'s webhook and how it is staged: two in three with an ordering key.
+fn soak_row(n: u64) -> (Webhook, StageOptions) {
+    let key = (n % 3 != 2).then(|| format!("account-{}", n % ORDERING_KEYS));
+    let hook = Webhook::json(format!("soak.{n}"), serde_json::json!({"n": n, "key": key}));
+    let options = match key {
+        Some(key) => StageOptions::new().ordering_key(key),
+        None => StageOptions::new(),
+    };
+    (hook, options)
+}
+
+/// Rows whose ordering key saw an earlier row arrive after a later one.
+fn order_violations(arrivals: &HashMap<String, Vec<u64>>) -> u64 {
+    arrivals
+        .values()
+        .map(|ns| {
+            let mut latest = 0;
+            ns.iter()
+                .filter(|&&n| {
+                    let late = n < latest;
+                    latest = latest.max(n);
+                    late
+                })
+                .count() as u64
+        })
+        .sum()
+}
+
 /// Stages webhooks into SQLite, 20 a transaction, until `stop`; returns how many.
 fn stage_until(db: &Path, url: &str, stop: &AtomicBool) -> anyhow::Result<u64> {
     let route = route(url, "stager")?;
@@ -224,8 +273,8 @@ fn stage_until(db: &Path, url: &str, stop: &AtomicBool) -> anyhow::Result<u64> {
     while !stop.load(Ordering::SeqCst) {
         let tx = conn.transaction()?;
         for _ in 0..20 {
-            let hook = Webhook::json(format!("soak.{staged}"), serde_json::json!({"n": staged}));
-            sqlite::stage(&tx, &cx, &route, &hook)?;
+            let (hook, options) = soak_row(staged);
+            sqlite::stage_with(&tx, &cx, &route, &hook, &options)?;
             staged += 1;
         }
         tx.commit()?;
@@ -247,8 +296,8 @@ async fn stage_until_postgres(
         let mut conn = outbox.pool().get().await?;
         let tx = conn.transaction().await?;
         for _ in 0..20 {
-            let hook = Webhook::json(format!("soak.{staged}"), serde_json::json!({"n": staged}));
-            postgres::stage(&tx, &cx, &route, &hook).await?;
+            let (hook, options) = soak_row(staged);
+            postgres::stage_with(&tx, &cx, &route, &hook, &options).await?;
             staged += 1;
         }
         tx.commit().await?;
@@ -469,6 +518,9 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
 
     let counters = db.counters().await?;
     let requests = lock(&shared.requests).clone();
+    let arrivals = lock(&shared.arrivals).clone();
+    let out_of_order = order_violations(&arrivals);
+    let keyed_requests: u64 = arrivals.values().map(|ns| ns.len() as u64).sum();
     let delivered = db
         .count("SELECT COUNT(*) FROM replaysafe_outbox WHERE status = 'delivered'")
         .await?;
@@ -513,6 +565,8 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
         "completions",
     );
     figure("reclaimed", counters.reclaimed as f64, "rows");
+    figure("ordered_requests", keyed_requests as f64, "requests");
+    figure("out_of_order", out_of_order as f64, "requests");
     figure("seconds", seconds, "s");
     if let Some(out) = &out {
         if let Some(parent) = out.parent() {
@@ -550,6 +604,15 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
     ensure!(
         freezes == 0 || counters.stale_completions > 0,
         "{freezes} freezes past the lease but no stale completion was rejected"
+    );
+    ensure!(
+        keyed_requests > 0 && arrivals.len() as u64 == ORDERING_KEYS,
+        "{keyed_requests} requests of {} ordering keys",
+        arrivals.len()
+    );
+    ensure!(
+        out_of_order == 0,
+        "{out_of_order} requests of an ordering key came after a later row of that key"
     );
     println!("outbox soak: ok");
     Ok(())

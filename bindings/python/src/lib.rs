@@ -1263,11 +1263,11 @@ fn route_from_file(
     Ok(route)
 }
 
-/// The gate at staging, for `outbox.stage`: the staging statement's 30 parameters (None,
+/// The gate at staging, for `outbox.stage`: the staging statement's 31 parameters (None,
 /// bool, int or str, in order) and what staging decided (key, status, reasons). The route
 /// is `client` as `route`, or `route` of the routes file.
 #[pyfunction]
-#[pyo3(signature = (cx, route, client, effect, source_version = 0, routes = None, journal = None))]
+#[pyo3(signature = (cx, route, client, effect, source_version = 0, routes = None, journal = None, ordering_key = None))]
 #[allow(clippy::too_many_arguments)]
 fn outbox_stage_params<'py>(
     py: Python<'py>,
@@ -1278,24 +1278,26 @@ fn outbox_stage_params<'py>(
     source_version: i64,
     routes: Option<PathBuf>,
     journal: Option<PathBuf>,
+    ordering_key: Option<String>,
 ) -> PyResult<StagedParams<'py>> {
     let route = match client {
         Some(client) => client.route(route)?,
         None => route_from_file(route, routes, journal)?,
     };
     let webhook = Webhook::json(&effect.event_type, effect.body.clone());
-    let (params, staged) = replaysafe_outbox::stage_params(
-        &cx.inner,
-        &route,
-        &webhook,
-        replaysafe_outbox::SourceVersion(source_version),
-    )
-    .map_err(|e| match e {
-        replaysafe_outbox::OutboxError::InvalidEffect { .. } => {
-            ConfigError::new_err(format!("effect: {}", chain(&e)))
-        }
-        other => Error::new_err(chain(&other)),
-    })?;
+    let mut options = replaysafe_outbox::StageOptions::new()
+        .version(replaysafe_outbox::SourceVersion(source_version));
+    if let Some(key) = ordering_key {
+        options = options.ordering_key(key);
+    }
+    let (params, staged) = replaysafe_outbox::stage_params(&cx.inner, &route, &webhook, options)
+        .map_err(|e| match e {
+            replaysafe_outbox::OutboxError::InvalidEffect { .. } => {
+                ConfigError::new_err(format!("effect: {}", chain(&e)))
+            }
+            replaysafe_outbox::OutboxError::Invalid { .. } => ConfigError::new_err(chain(&e)),
+            other => Error::new_err(chain(&other)),
+        })?;
     let values = params
         .into_iter()
         .map(|param| match param {

@@ -96,6 +96,43 @@ def test_a_backfill_stages_a_suppressed_row_that_no_worker_delivers(
     assert receiver.requests == []
 
 
+def test_rows_of_one_ordering_key_are_placed_in_staging_order_and_delivered_so(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    db, journal = tmp_path / "outbox.db", tmp_path / "journal.jsonl"
+    command("outbox", "init", "--database", f"sqlite:{db}")
+    hook = client(receiver, journal)
+    cx = replaysafe.context(env=env_of("scheduled", "scheduled__2026-12-01T00:00:00+00:00"))
+    conn = sqlite3.connect(db)
+    keys = []
+    for n in (3, 1, 2):
+        with conn:
+            staged = replaysafe.outbox.stage(
+                conn, cx, route="partner", client=hook, ordering_key="account-7",
+                effect=replaysafe.Webhook(event_type=f"account.changed.{n}", data={"n": n}),
+            )
+        keys.append(staged.key)
+    placed = conn.execute(
+        "SELECT idempotency_key, ordering_key, ordering_seq FROM replaysafe_outbox ORDER BY ordering_seq"
+    ).fetchall()
+    assert placed == [(key, "account-7", seq) for seq, key in enumerate(keys, start=1)]
+
+    with pytest.raises(replaysafe.ConfigError, match="ordering_key"):
+        with conn:
+            replaysafe.outbox.stage(
+                conn, cx, route="partner", client=hook, ordering_key="two\nlines",
+                effect=replaysafe.Webhook(event_type="account.changed.4", data={"n": 4}),
+            )
+    assert conn.execute("SELECT COUNT(*) FROM replaysafe_outbox").fetchone() == (3,)
+    conn.close()
+
+    command("outbox", "work", "--database", f"sqlite:{db}", "--routes",
+            str(routes_file(tmp_path, receiver)), "--journal", str(journal), "--drain",
+            "--in-flight", "8")
+    delivered = [headers["idempotency-key"].strip('"') for _, headers, _ in receiver.requests]
+    assert delivered == keys
+
+
 def test_a_connection_of_another_kind_is_refused(receiver: Receiver, tmp_path: Path) -> None:
     hook = client(receiver, tmp_path / "journal.jsonl")
     cx = replaysafe.context(env=env_of("scheduled", "scheduled__x"))

@@ -95,7 +95,9 @@ pub use error::OutboxError;
 pub use flow::{BreakerConfig, Circuit, FlowControl, parse_rate};
 pub use journal::JournalQuery;
 pub use route::{MAX_ROUTE_NAME, Route};
-pub use row::{SourceVersion, StageParam, Staged, Status, stage_params};
+pub use row::{
+    MAX_ORDERING_KEY, SourceVersion, StageOptions, StageParam, Staged, Status, stage_params,
+};
 pub use rusqlite;
 pub use store::{
     ClaimRequest, ClaimedRow, Completion, CompletionResult, OperatorAction, OperatorCommand,

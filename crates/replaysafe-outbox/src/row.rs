@@ -120,6 +120,7 @@ pub(crate) struct StagedRow {
     pub(crate) status: Status,
     pub(crate) reasons: String,
     pub(crate) staged_at_ms: i64,
+    pub(crate) ordering_key: Option<String>,
 }
 
 /// What staging did with an effect.
@@ -157,17 +158,107 @@ impl From<i64> for SourceVersion {
     }
 }
 
+/// The longest ordering key, in bytes.
+pub const MAX_ORDERING_KEY: usize = 200;
+
+/// How an effect is staged beyond its context and route: the version of the source data
+/// it reports on, and the ordering key it is delivered in turn with.
+///
+/// Rows staged with one ordering key (a customer, an account, a partner's order) are
+/// delivered in the order they were first staged, one at a time, whatever the number of
+/// workers: a row of a key is claimed only when no earlier row of that key is pending and
+/// no row of it is claimed. Rows without one keep the outbox's parallelism. A restaging
+/// keeps the row's key and its place. A dead letter does not hold its key (the rows after
+/// it go on, as a FIFO queue moves a message to its dead-letter queue); an operator's
+/// retry of it puts it before the later rows still waiting. On PostgreSQL, staging a
+/// keyed row takes a transaction-level lock of its key, so two transactions staging one
+/// key commit one after the other (`docs/reference/outbox.md`, "Ordering keys").
+///
+/// ```
+/// use replaysafe_outbox::{SourceVersion, StageOptions};
+///
+/// let options = StageOptions::new()
+///     .version(SourceVersion(1_700_000_000))
+///     .ordering_key("customer-42");
+/// assert_eq!(options.ordering_key_str(), Some("customer-42"));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StageOptions {
+    version: SourceVersion,
+    ordering_key: Option<String>,
+}
+
+impl StageOptions {
+    /// Source version 0, no ordering key.
+    pub fn new() -> Self {
+        StageOptions::default()
+    }
+
+    /// The version of the source data: a staging with an older version than the row's
+    /// changes nothing.
+    pub fn version(mut self, version: impl Into<SourceVersion>) -> Self {
+        self.version = version.into();
+        self
+    }
+
+    /// The ordering key: 1 to [`MAX_ORDERING_KEY`] bytes without control characters,
+    /// checked at staging ([`OutboxError::Invalid`] for `ordering_key`).
+    pub fn ordering_key(mut self, key: impl Into<String>) -> Self {
+        self.ordering_key = Some(key.into());
+        self
+    }
+
+    /// The source version.
+    pub fn source_version(&self) -> SourceVersion {
+        self.version
+    }
+
+    /// The ordering key, if any.
+    pub fn ordering_key_str(&self) -> Option<&str> {
+        self.ordering_key.as_deref()
+    }
+}
+
+impl From<SourceVersion> for StageOptions {
+    fn from(version: SourceVersion) -> Self {
+        StageOptions::new().version(version)
+    }
+}
+
+/// Checks an ordering key: what a claim compares must be short and printable.
+fn check_ordering_key(key: &str) -> Result<(), OutboxError> {
+    if key.is_empty() {
+        return Err(OutboxError::invalid("ordering_key", "empty"));
+    }
+    if key.len() > MAX_ORDERING_KEY {
+        return Err(OutboxError::invalid(
+            "ordering_key",
+            format!("{} bytes, longer than {MAX_ORDERING_KEY}", key.len()),
+        ));
+    }
+    if key.chars().any(char::is_control) {
+        return Err(OutboxError::invalid(
+            "ordering_key",
+            "holds a control character",
+        ));
+    }
+    Ok(())
+}
+
 /// Runs the gate at staging and builds the row; journals a suppressed one.
 pub(crate) fn prepare<C>(
     cx: &ReplayContext,
     route: &Route<C>,
     effect: &C::Effect,
-    version: SourceVersion,
+    options: &StageOptions,
 ) -> Result<(StagedRow, Staged), OutboxError>
 where
     C: EffectClient + 'static,
     C::Effect: Serialize + DeserializeOwned,
 {
+    if let Some(key) = &options.ordering_key {
+        check_ordering_key(key)?;
+    }
     let guard = route.guard();
     let Preview {
         description,
@@ -230,10 +321,11 @@ where
         payload_sha256: payload.sha256_hex(),
         payload_bytes: i64::try_from(payload.bytes()).unwrap_or(i64::MAX),
         summary,
-        source_version: version.0,
+        source_version: options.version.0,
         status,
         reasons: reasons.join(","),
         staged_at_ms: millis(cx.now()),
+        ordering_key: options.ordering_key.clone(),
     };
     let staged = Staged {
         key: row.key.clone(),
@@ -282,26 +374,27 @@ impl From<Option<String>> for StageParam {
 }
 
 /// Runs the gate at staging on `cx` (journaling a suppressed effect, as every staging
-/// does) and returns the 30 parameters of the staging statement, in the order of its
-/// `?1`…`?30` (SQLite) and `$1`…`$30` (PostgreSQL), with what staging decides. For a
+/// does) and returns the 31 parameters of the staging statement, in the order of its
+/// `?1`…`?31` (SQLite) and `$1`…`$31` (PostgreSQL), with what staging decides. For a
 /// driver in another language: the row's status, context, key and opt-in document all
 /// come from here, never from the caller. `Staged::changed` is `true`: only the
 /// statement's own row count says whether the row changed.
 ///
 /// # Errors
+/// [`OutboxError::Invalid`] for `ordering_key` when the options' key is malformed,
 /// [`OutboxError::InvalidEffect`] when the route refuses the effect, and a journal error
 /// when a suppression cannot be journaled.
 pub fn stage_params<C>(
     cx: &ReplayContext,
     route: &Route<C>,
     effect: &C::Effect,
-    version: SourceVersion,
+    options: impl Into<StageOptions>,
 ) -> Result<(Vec<StageParam>, Staged), OutboxError>
 where
     C: EffectClient + 'static,
     C::Effect: Serialize + DeserializeOwned,
 {
-    let (row, staged) = prepare(cx, route, effect, version)?;
+    let (row, staged) = prepare(cx, route, effect, &options.into())?;
     let StagedRow {
         key,
         route,
@@ -317,6 +410,7 @@ where
         status,
         reasons,
         staged_at_ms,
+        ordering_key,
     } = row;
     let params = vec![
         key.into(),
@@ -349,6 +443,7 @@ where
         StageParam::Text(status.as_str().to_owned()),
         reasons.into(),
         StageParam::Integer(staged_at_ms),
+        ordering_key.into(),
     ];
     Ok((params, staged))
 }

@@ -51,6 +51,7 @@ def stage(
     routes: str | os.PathLike[str] | None = None,
     journal: str | os.PathLike[str] | None = None,
     source_version: int = 0,
+    ordering_key: str | None = None,
 ) -> Staged:
     """Stages ``effect`` for ``route`` on ``conn``, in the caller's transaction.
 
@@ -59,7 +60,12 @@ def stage(
     ``REPLAYSAFE_OUTBOX_ROUTES``, journaling a suppression to ``journal=`` or
     ``REPLAYSAFE_JOURNAL``), or ``client`` when given (the routes file must then hold the
     same configuration under that name). A replay's effect becomes a ``suppressed`` row,
-    journaled "would have sent" now; a current run's a ``pending`` row a worker delivers."""
+    journaled "would have sent" now; a current run's a ``pending`` row a worker delivers.
+
+    Rows staged with one ``ordering_key`` are delivered one at a time, in the order they
+    were first staged (``docs/reference/outbox.md``, "Ordering keys"); on PostgreSQL,
+    staging a keyed row holds its key until the transaction ends. A malformed key (empty,
+    over 200 bytes, a control character) raises ``ConfigError`` and stages nothing."""
     params, key, status, reasons = _stage_params(
         cx,
         route,
@@ -68,6 +74,7 @@ def stage(
         source_version,
         routes=None if routes is None else os.fspath(routes),
         journal=None if journal is None else os.fspath(journal),
+        ordering_key=ordering_key,
     )
     if isinstance(conn, _sqlite3.Connection):
         changed = conn.execute(_SQLITE_STAGE_SQL, params).rowcount

@@ -43,7 +43,7 @@ use crate::store::{
     ClaimRequest, ClaimedRow, Completion, CompletionResult, OperatorAction, OutboxStore,
     RowSummary, StatusCount, StoreCounters, purge_cutoff,
 };
-use crate::{OutboxError, Route, SourceVersion, Staged, Status};
+use crate::{OutboxError, Route, SourceVersion, StageOptions, Staged, Status};
 
 /// The channel the outbox's trigger notifies when a row becomes pending.
 pub const NOTIFY_CHANNEL: &str = "replaysafe_outbox";
@@ -59,9 +59,10 @@ fn sql(operation: &'static str) -> impl FnOnce(tokio_postgres::Error) -> OutboxE
 }
 
 /// The staging upsert, with the same rules as SQLite's
-/// ([`crate::sqlite::STAGE_SQL`]), in PostgreSQL's parameters `$1` to `$30` (the
+/// ([`crate::sqlite::STAGE_SQL`]), in PostgreSQL's parameters `$1` to `$31` (the
 /// columns in the order they are listed; `$30` is now, in milliseconds since the Unix
-/// epoch). `docs/reference/outbox.md` shows it run from Python.
+/// epoch, and `$31` the ordering key). `docs/reference/outbox.md` shows it run from
+/// Python.
 ///
 /// - a restaging never adds a row (the key is the primary key);
 /// - an older `source_version` changes nothing, and neither does a restaging of the
@@ -72,21 +73,23 @@ fn sql(operation: &'static str) -> impl FnOnce(tokio_postgres::Error) -> OutboxE
 ///   them only from a staging that is itself pending; claimed, delivered and dead rows
 ///   keep theirs;
 /// - a delivered row whose payload changes is marked `changed_after_delivery` and is not
-///   sent again without an audited resend.
+///   sent again without an audited resend;
+/// - a row keeps the ordering key and the place in its key's order of its first staging;
+///   staging a keyed row locks its key until the transaction ends.
 pub const STAGE_SQL: &str = "INSERT INTO replaysafe_outbox AS o (
     idempotency_key, route, pipeline, effect_kind, message_type, target,
     window_start, window_end, run_id, run_kind, replay_flag, backfill_id,
     logical_date, run_interval_start, run_interval_end, mode, conflict,
     max_age_ms, clock_skew_ms, opt_in, window_known, upstream,
     effect, payload_sha256, payload_bytes, summary, source_version, status, reasons,
-    next_attempt_at_ms, staged_at_ms, updated_at_ms)
+    next_attempt_at_ms, staged_at_ms, updated_at_ms, ordering_key)
 VALUES (
     $1, $2, $3, $4, $5, $6,
     $7, $8, $9, $10, $11, $12,
     $13, $14, $15, $16, $17,
     $18, $19, $20, $21, $22,
     $23, $24, $25, $26, $27, $28, $29,
-    $30, $30, $30)
+    $30, $30, $30, $31)
 ON CONFLICT (idempotency_key) DO UPDATE SET
     route = excluded.route,
     target = excluded.target,
@@ -121,7 +124,7 @@ WHERE excluded.source_version >= o.source_version
 
 /// The parameter types of [`STAGE_SQL`], given with the statement so that a staging is
 /// one round trip.
-pub const STAGE_TYPES: [Type; 30] = [
+pub const STAGE_TYPES: [Type; 31] = [
     Type::TEXT,
     Type::TEXT,
     Type::TEXT,
@@ -152,6 +155,7 @@ pub const STAGE_TYPES: [Type; 30] = [
     Type::TEXT,
     Type::TEXT,
     Type::INT8,
+    Type::TEXT,
 ];
 
 /// Stages `effect` for `route` inside the caller's transaction `tx`.
@@ -188,7 +192,30 @@ where
     C: EffectClient + 'static,
     C::Effect: Serialize + DeserializeOwned,
 {
-    let (row, staged) = prepare(cx, route, effect, version)?;
+    stage_with(tx, cx, route, effect, &StageOptions::from(version)).await
+}
+
+/// [`stage`], with a source version and an ordering key ([`StageOptions`]): rows of one
+/// ordering key are delivered one at a time, in the order they were first staged. Staging
+/// a keyed row locks its key until `tx` ends, so that a second transaction staging the
+/// key waits for this one (stage the keys of one transaction in a fixed order, or
+/// PostgreSQL may end two crossing transactions with a deadlock error).
+///
+/// # Errors
+/// [`OutboxError::Invalid`] for `ordering_key` when the key is empty, longer than
+/// [`crate::MAX_ORDERING_KEY`] bytes or holds a control character; nothing is staged.
+pub async fn stage_with<C>(
+    tx: &Transaction<'_>,
+    cx: &ReplayContext,
+    route: &Route<C>,
+    effect: &C::Effect,
+    options: &StageOptions,
+) -> Result<Staged, OutboxError>
+where
+    C: EffectClient + 'static,
+    C::Effect: Serialize + DeserializeOwned,
+{
+    let (row, staged) = prepare(cx, route, effect, options)?;
     Ok(Staged {
         changed: upsert(tx, &row).await?,
         ..staged
@@ -261,7 +288,24 @@ impl Stager {
         C: EffectClient + 'static,
         C::Effect: Serialize + DeserializeOwned,
     {
-        let (row, staged) = prepare(cx, route, effect, version)?;
+        self.stage_with(tx, cx, route, effect, &StageOptions::from(version))
+            .await
+    }
+
+    /// [`stage_with`], with the prepared statement.
+    pub async fn stage_with<C>(
+        &self,
+        tx: &Transaction<'_>,
+        cx: &ReplayContext,
+        route: &Route<C>,
+        effect: &C::Effect,
+        options: &StageOptions,
+    ) -> Result<Staged, OutboxError>
+    where
+        C: EffectClient + 'static,
+        C::Effect: Serialize + DeserializeOwned,
+    {
+        let (row, staged) = prepare(cx, route, effect, options)?;
         let status = row.status.as_str();
         let changed = tx
             .execute(&self.statement, &values(&row, &status))
@@ -275,7 +319,7 @@ impl Stager {
 }
 
 /// The parameters of [`STAGE_SQL`] for `row`, in order.
-fn values<'a>(row: &'a StagedRow, status: &'a &'static str) -> [&'a (dyn ToSql + Sync); 30] {
+fn values<'a>(row: &'a StagedRow, status: &'a &'static str) -> [&'a (dyn ToSql + Sync); 31] {
     let cx = &row.context;
     [
         &row.key,
@@ -308,6 +352,7 @@ fn values<'a>(row: &'a StagedRow, status: &'a &'static str) -> [&'a (dyn ToSql +
         status,
         &row.reasons,
         &row.staged_at_ms,
+        &row.ordering_key,
     ]
 }
 
@@ -590,13 +635,28 @@ async fn listen(config: Config, wake: Arc<Notify>) {
 /// The claim, in one statement: expired leases first, then due pending rows, each locked
 /// with `FOR UPDATE SKIP LOCKED` so concurrent claims never take one row; the reclaimed
 /// ones are counted in the same statement.
+///
+/// A keyed row is taken only in its turn: a pending one when no other row of its key is
+/// claimed and none placed before it is pending; an expired claim when no other claim of
+/// its key is leased and none expired is placed before it (so a row an operator put back
+/// behind a claim waits for that claim to end, and the two never wait for each other). A key's places are in commit order (the staging trigger locks the
+/// key, `schema.rs`), so a row whose turn this statement's snapshot shows has no earlier
+/// row of its key still uncommitted; and a row leaves the way (delivered, suppressed,
+/// dead) only after it was claimed, so an older snapshot can only see more rows in the
+/// way, never fewer.
 const CLAIM_SQL: &str = "WITH reclaim AS (
-    SELECT idempotency_key FROM replaysafe_outbox
-    WHERE status = 'claimed' AND lease_until_ms <= $3 AND route = ANY($5)
+    SELECT idempotency_key FROM replaysafe_outbox r
+    WHERE status = 'claimed' AND lease_until_ms <= $3 AND route = ANY($5) AND (ordering_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM replaysafe_outbox k WHERE k.ordering_key = r.ordering_key
+        AND k.status = 'claimed' AND k.idempotency_key <> r.idempotency_key
+        AND (k.lease_until_ms > $3 OR k.ordering_seq < r.ordering_seq)))
     ORDER BY lease_until_ms LIMIT $4 FOR UPDATE SKIP LOCKED),
 fresh AS (
-    SELECT idempotency_key FROM replaysafe_outbox
-    WHERE status = 'pending' AND next_attempt_at_ms <= $3 AND route = ANY($5)
+    SELECT idempotency_key FROM replaysafe_outbox r
+    WHERE status = 'pending' AND next_attempt_at_ms <= $3 AND route = ANY($5) AND (ordering_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM replaysafe_outbox k WHERE k.ordering_key = r.ordering_key
+        AND k.status IN ('pending', 'claimed') AND k.idempotency_key <> r.idempotency_key
+        AND (k.status = 'claimed' OR k.ordering_seq < r.ordering_seq)))
     ORDER BY next_attempt_at_ms LIMIT $4 FOR UPDATE SKIP LOCKED),
 picked AS (
     SELECT idempotency_key, true AS reclaimed FROM reclaim

@@ -5,13 +5,40 @@ use tokio_postgres::{Client, GenericClient};
 use crate::OutboxError;
 
 /// The newest schema version this crate knows (the same numbering as SQLite's).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The advisory lock that serializes migrations: many workers may start at once.
 const MIGRATION_LOCK: i64 = 0x7265_706c_6179_7366; // "replaysf"
 
 /// Migration `n` brings the schema from version `n - 1` to `n`.
-const MIGRATIONS: [&str; 2] = [V1, crate::sqlite::schema::V2];
+const MIGRATIONS: [&str; 3] = [V1, crate::sqlite::schema::V2, V3];
+
+/// Version 3: ordering keys. A keyed row's place in its key's order (`ordering_seq`) is
+/// taken from a sequence by a trigger *after* the trigger takes a transaction-level
+/// advisory lock of the key: a second transaction staging the same key waits until the
+/// first commits or rolls back, so a key's places are in commit order and a worker can
+/// never see a later row of a key while an earlier one is still uncommitted (the trap of
+/// ordering by a sequence alone: a later transaction that commits first would overtake).
+/// The partial index serves the claim's check that no earlier row of the key is waiting
+/// and none is claimed.
+const V3: &str = "
+ALTER TABLE replaysafe_outbox ADD COLUMN ordering_key TEXT;
+ALTER TABLE replaysafe_outbox ADD COLUMN ordering_seq BIGINT;
+CREATE SEQUENCE replaysafe_outbox_ordering_seq;
+CREATE INDEX replaysafe_outbox_ordering ON replaysafe_outbox (ordering_key, ordering_seq)
+    WHERE ordering_key IS NOT NULL AND status IN ('pending', 'claimed');
+CREATE FUNCTION replaysafe_outbox_order() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.ordering_key IS NOT NULL THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended('replaysafe_outbox/' || NEW.ordering_key, 0));
+        NEW.ordering_seq := nextval('replaysafe_outbox_ordering_seq');
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER replaysafe_outbox_order BEFORE INSERT ON replaysafe_outbox
+    FOR EACH ROW EXECUTE FUNCTION replaysafe_outbox_order();
+";
 
 const V1: &str = "
 CREATE TABLE replaysafe_outbox (

@@ -30,7 +30,7 @@ use crate::store::{
     ClaimRequest, ClaimedRow, Completion, CompletionResult, OperatorAction, OutboxStore,
     RowSummary, StatusCount, StoreCounters, purge_cutoff,
 };
-use crate::{OutboxError, Route, SourceVersion, Staged, Status};
+use crate::{OutboxError, Route, SourceVersion, StageOptions, Staged, Status};
 
 /// How long a connection waits for another writer before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -68,21 +68,23 @@ pub fn configure(conn: &Connection) -> Result<(), OutboxError> {
 ///   them only from a staging that is itself pending, so a replay never demotes a row a
 ///   current run staged; claimed, delivered and dead rows keep theirs;
 /// - a delivered row whose payload changes is marked `changed_after_delivery` and is not
-///   sent again without an audited resend.
+///   sent again without an audited resend;
+/// - a row keeps the ordering key (`:ordering_key`, the last parameter) and the place in
+///   its key's order of its first staging.
 pub const STAGE_SQL: &str = "INSERT INTO replaysafe_outbox (
     idempotency_key, route, pipeline, effect_kind, message_type, target,
     window_start, window_end, run_id, run_kind, replay_flag, backfill_id,
     logical_date, run_interval_start, run_interval_end, mode, conflict,
     max_age_ms, clock_skew_ms, opt_in, window_known, upstream,
     effect, payload_sha256, payload_bytes, summary, source_version, status, reasons,
-    next_attempt_at_ms, staged_at_ms, updated_at_ms)
+    next_attempt_at_ms, staged_at_ms, updated_at_ms, ordering_key)
 VALUES (
     :idempotency_key, :route, :pipeline, :effect_kind, :message_type, :target,
     :window_start, :window_end, :run_id, :run_kind, :replay_flag, :backfill_id,
     :logical_date, :run_interval_start, :run_interval_end, :mode, :conflict,
     :max_age_ms, :clock_skew_ms, :opt_in, :window_known, :upstream,
     :effect, :payload_sha256, :payload_bytes, :summary, :source_version, :status, :reasons,
-    :now_ms, :now_ms, :now_ms)
+    :now_ms, :now_ms, :now_ms, :ordering_key)
 ON CONFLICT (idempotency_key) DO UPDATE SET
     route = excluded.route,
     target = excluded.target,
@@ -150,7 +152,27 @@ where
     C: EffectClient + 'static,
     C::Effect: Serialize + DeserializeOwned,
 {
-    let (row, staged) = prepare(cx, route, effect, version)?;
+    stage_with(tx, cx, route, effect, &StageOptions::from(version))
+}
+
+/// [`stage`], with a source version and an ordering key ([`StageOptions`]): rows of one
+/// ordering key are delivered one at a time, in the order they were first staged.
+///
+/// # Errors
+/// [`OutboxError::Invalid`] for `ordering_key` when the key is empty, longer than
+/// [`crate::MAX_ORDERING_KEY`] bytes or holds a control character; nothing is staged.
+pub fn stage_with<C>(
+    tx: &Transaction<'_>,
+    cx: &ReplayContext,
+    route: &Route<C>,
+    effect: &C::Effect,
+    options: &StageOptions,
+) -> Result<Staged, OutboxError>
+where
+    C: EffectClient + 'static,
+    C::Effect: Serialize + DeserializeOwned,
+{
+    let (row, staged) = prepare(cx, route, effect, options)?;
     Ok(Staged {
         changed: upsert(tx, &row)?,
         ..staged
@@ -198,6 +220,7 @@ fn upsert(tx: &Transaction<'_>, row: &StagedRow) -> Result<bool, OutboxError> {
                 row.status.as_str(),
                 row.reasons,
                 row.staged_at_ms,
+                row.ordering_key,
             ],
         )
         .map_err(sql("staging an effect"))?;
@@ -365,6 +388,23 @@ fn new_token() -> String {
     format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
 }
 
+/// A pending row's turn in its ordering key: a row without a key always has it; a keyed
+/// row has it when no other row of its key is claimed and none placed before it is
+/// pending. Only a key's first waiting row passes, so one claim never takes two rows of
+/// a key, and SQLite's single writer makes the place given at insert the commit order.
+const IN_TURN: &str = "(r.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM replaysafe_outbox o \
+    WHERE o.ordering_key = r.ordering_key AND o.status IN ('pending', 'claimed') \
+    AND o.idempotency_key <> r.idempotency_key \
+    AND (o.status = 'claimed' OR o.ordering_seq < r.ordering_seq)))";
+
+/// An expired claim's turn: no other claim of its key still leased, and none expired
+/// placed before it. Earlier pending rows do not stop it (one an operator put back
+/// behind a claim waits for that claim, which must end first).
+const RECLAIM_IN_TURN: &str = "(r.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM replaysafe_outbox o \
+    WHERE o.ordering_key = r.ordering_key AND o.status = 'claimed' \
+    AND o.idempotency_key <> r.idempotency_key \
+    AND (o.lease_until_ms > ?3 OR o.ordering_seq < r.ordering_seq)))";
+
 fn claim(conn: &mut Connection, request: &ClaimRequest) -> Result<Vec<ClaimedRow>, OutboxError> {
     if request.routes.is_empty() || request.limit == 0 {
         return Ok(Vec::new());
@@ -382,16 +422,16 @@ fn claim(conn: &mut Connection, request: &ClaimRequest) -> Result<Vec<ClaimedRow
         let reclaim = format!(
             "UPDATE replaysafe_outbox SET status = 'claimed', claim_token = ?1, lease_until_ms = ?2, \
              attempts = attempts + 1, updated_at_ms = ?3 \
-             WHERE idempotency_key IN (SELECT idempotency_key FROM replaysafe_outbox \
+             WHERE idempotency_key IN (SELECT idempotency_key FROM replaysafe_outbox r \
              WHERE status = 'claimed' AND lease_until_ms <= ?3 AND route IN ({routes}) \
-             ORDER BY lease_until_ms LIMIT ?4) RETURNING {CLAIM_COLUMNS}"
+             AND {RECLAIM_IN_TURN} ORDER BY lease_until_ms LIMIT ?4) RETURNING {CLAIM_COLUMNS}"
         );
         let fresh = format!(
             "UPDATE replaysafe_outbox SET status = 'claimed', claim_token = ?1, lease_until_ms = ?2, \
              attempts = attempts + 1, updated_at_ms = ?3 \
-             WHERE idempotency_key IN (SELECT idempotency_key FROM replaysafe_outbox \
+             WHERE idempotency_key IN (SELECT idempotency_key FROM replaysafe_outbox r \
              WHERE status = 'pending' AND next_attempt_at_ms <= ?3 AND route IN ({routes}) \
-             ORDER BY next_attempt_at_ms LIMIT ?4) RETURNING {CLAIM_COLUMNS}"
+             AND {IN_TURN} ORDER BY next_attempt_at_ms LIMIT ?4) RETURNING {CLAIM_COLUMNS}"
         );
         for (query, reclaiming) in [(reclaim, true), (fresh, false)] {
             let room = i64::from(request.limit) - i64::try_from(claimed.len()).unwrap_or(0);

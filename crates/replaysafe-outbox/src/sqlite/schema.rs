@@ -5,10 +5,10 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use crate::OutboxError;
 
 /// The newest schema version this crate knows.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Migration `n` brings the schema from version `n - 1` to `n`.
-const MIGRATIONS: [&str; 2] = [V1, V2];
+const MIGRATIONS: [&str; 3] = [V1, V2, V3];
 
 /// Version 2: a row's opt-in is the whole approval document, in one column, checked again
 /// at delivery; the free-text opt-in columns of version 1 lifted the gate unchecked and
@@ -24,6 +24,27 @@ ALTER TABLE replaysafe_outbox DROP COLUMN opt_in_reason;
 ALTER TABLE replaysafe_outbox DROP COLUMN opt_in_approved_by;
 ALTER TABLE replaysafe_outbox DROP COLUMN opt_in_expires_at;
 ALTER TABLE replaysafe_outbox_audit ADD COLUMN opt_in TEXT;
+";
+
+/// Version 3: ordering keys. A keyed row gets its place in its key's order when it is
+/// first inserted (`ordering_seq`, one more than the key's last; SQLite serializes
+/// writers, so that is the commit order); the partial index serves the claim's check
+/// that no earlier row of the key is waiting and none is claimed.
+pub(crate) const V3: &str = "
+ALTER TABLE replaysafe_outbox ADD COLUMN ordering_key TEXT;
+ALTER TABLE replaysafe_outbox ADD COLUMN ordering_seq INTEGER;
+CREATE INDEX replaysafe_outbox_ordering ON replaysafe_outbox (ordering_key, ordering_seq)
+    WHERE ordering_key IS NOT NULL AND status IN ('pending', 'claimed');
+CREATE INDEX replaysafe_outbox_ordering_seq ON replaysafe_outbox (ordering_key, ordering_seq)
+    WHERE ordering_key IS NOT NULL;
+CREATE TRIGGER replaysafe_outbox_order AFTER INSERT ON replaysafe_outbox
+    WHEN NEW.ordering_key IS NOT NULL
+BEGIN
+    UPDATE replaysafe_outbox SET ordering_seq = (
+        SELECT COALESCE(MAX(ordering_seq), 0) + 1 FROM replaysafe_outbox
+        WHERE ordering_key = NEW.ordering_key)
+    WHERE rowid = NEW.rowid;
+END;
 ";
 
 const V1: &str = "

@@ -3,6 +3,7 @@ mod flow;
 pub(crate) mod journal;
 mod memory;
 mod ops;
+mod ordering;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod receiver;

@@ -344,7 +344,7 @@ fn stage_params_bound_to_the_statement_make_the_row_stage_makes() {
             SourceVersion::default(),
         )
         .unwrap();
-        assert_eq!(params.len(), 30, "{name}");
+        assert_eq!(params.len(), 31, "{name}");
         assert_eq!(prepared.key, staged.key, "{name}");
         assert_eq!(prepared.status, staged.status, "{name}");
         let conn = by_params.connection();
