@@ -54,7 +54,8 @@ use replaysafe::webhook::{IpNetwork, SsrfPolicy, Webhook, WebhookClient};
 use replaysafe::{ReplayContext, RunKind, Window};
 
 const LEASE: Duration = Duration::from_millis(1000);
-const FREEZE: Duration = Duration::from_millis(1600);
+/// Longer than the lease by enough for a restarted worker to connect and take the row over.
+const FREEZE: Duration = Duration::from_millis(2500);
 const ROUTE: &str = "partner_webhook";
 /// How many ordering keys the keyed rows spread over.
 const ORDERING_KEYS: u64 = 8;

@@ -399,6 +399,7 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
             let oldest = store.oldest_pending_age(now).await.map_err(chain)?;
             let in_doubt = store.in_doubt(now).await.map_err(chain)?;
             let counters = store.counters().await.map_err(chain)?;
+            let circuits = store.circuits().await.map_err(chain)?;
             spinner.finish_and_clear();
             let mut by_status: BTreeMap<&str, u64> =
                 Status::ALL.iter().map(|s| (s.as_str(), 0)).collect();
@@ -418,6 +419,14 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
                     "in_doubt": in_doubt,
                     "stale_completions": counters.stale_completions,
                     "reclaimed": counters.reclaimed,
+                    "circuits": circuits.iter().map(|c| serde_json::json!({
+                        "route": c.route,
+                        "state": if c.open { "open" } else { "closed" },
+                        "failures": c.failures,
+                        "opened_at": c.opened_at.map(replaysafe_core::rfc3339),
+                        "next_probe_at": c.next_probe_at.map(replaysafe_core::rfc3339),
+                        "updated_at": replaysafe_core::rfc3339(c.updated_at),
+                    })).collect::<Vec<_>>(),
                 });
                 println!("{}", serde_json::to_string_pretty(&value)?);
             } else {
@@ -450,6 +459,26 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
                     "stale completions rejected: {}, rows reclaimed: {}",
                     counters.stale_completions, counters.reclaimed
                 );
+                for c in &circuits {
+                    let at = |time: Option<chrono::DateTime<chrono::Utc>>| {
+                        time.map_or("?".to_owned(), replaysafe_core::rfc3339)
+                    };
+                    if c.open {
+                        println!(
+                            "circuit {}: open since {} after {} consecutive failures; its rows wait; next probe {}",
+                            safe(&c.route),
+                            at(c.opened_at),
+                            c.failures,
+                            at(c.next_probe_at)
+                        );
+                    } else {
+                        println!(
+                            "circuit {}: closed since {}",
+                            safe(&c.route),
+                            replaysafe_core::rfc3339(c.updated_at)
+                        );
+                    }
+                }
             }
         }
         OutboxCommand::List {

@@ -20,6 +20,8 @@ pub struct Queue {
     in_doubt: u64,
     stale_completions: u64,
     reclaimed: u64,
+    /// The circuits of routes with a breaker, as the workers recorded them.
+    circuits: Vec<replaysafe_outbox::CircuitRecord>,
 }
 
 impl Queue {
@@ -38,12 +40,14 @@ impl Queue {
         let oldest = store.oldest_pending_age(now).await.map_err(chain)?;
         let in_doubt = store.in_doubt(now).await.map_err(chain)?;
         let counters = store.counters().await.map_err(chain)?;
+        let circuits = store.circuits().await.map_err(chain)?;
         Ok(Queue {
             rows,
             oldest_pending_seconds: oldest.map(|age| age.as_secs()),
             in_doubt,
             stale_completions: counters.stale_completions,
             reclaimed: counters.reclaimed,
+            circuits,
         })
     }
 
@@ -128,27 +132,37 @@ impl Queue {
             "Rows claimed again after their lease ended.",
             self.reclaimed,
         );
+        if !self.circuits.is_empty() {
+            let open = "replaysafe_outbox_circuit_open";
+            let _ = writeln!(
+                out,
+                "# HELP {open} Whether the route's circuit is open (its rows wait), as the outbox's workers recorded it.\n# TYPE {open} gauge"
+            );
+            for circuit in &self.circuits {
+                let _ = writeln!(
+                    out,
+                    "{open}{{route=\"{}\"}} {}",
+                    label(&circuit.route),
+                    u8::from(circuit.open)
+                );
+            }
+        }
         out
     }
-}
 
-/// The circuits of this worker's routes with a breaker: 1 while open (or probing).
-pub fn circuits(circuits: &[(String, replaysafe_outbox::Circuit)]) -> String {
-    if circuits.is_empty() {
-        return String::new();
+    /// Adds the routes of `worker` with a breaker that no worker recorded yet, as closed,
+    /// so that each has its series from the start.
+    pub fn with_breakers(mut self, worker: &replaysafe_outbox::Worker) -> Self {
+        let now = Utc::now();
+        for (route, _) in worker.circuits() {
+            if !self.circuits.iter().any(|c| c.route == route) {
+                self.circuits
+                    .push(replaysafe_outbox::CircuitRecord::closed(route, now));
+            }
+        }
+        self.circuits.sort_by(|a, b| a.route.cmp(&b.route));
+        self
     }
-    let mut out = String::from(
-        "# HELP replaysafe_outbox_circuit_open Whether this worker holds the route's circuit open (its rows wait).\n# TYPE replaysafe_outbox_circuit_open gauge\n",
-    );
-    for (route, circuit) in circuits {
-        let open = u8::from(*circuit != replaysafe_outbox::Circuit::Closed);
-        let _ = writeln!(
-            out,
-            "replaysafe_outbox_circuit_open{{route=\"{}\"}} {open}",
-            label(route)
-        );
-    }
-    out
 }
 
 /// A label value escaped as the text format wants it.
@@ -201,7 +215,7 @@ pub async fn serve(
                         Ok(queue) => (
                             "200 OK",
                             "text/plain; version=0.0.4",
-                            queue.exposition() + &circuits(&worker.circuits()),
+                            queue.with_breakers(&worker).exposition(),
                         ),
                         Err(error) => {
                             // The listener answers anyone who reaches it: the error goes
@@ -255,6 +269,7 @@ mod tests {
             in_doubt: 0,
             stale_completions: 0,
             reclaimed: 0,
+            circuits: Vec::new(),
         };
         let text = queue.exposition();
         assert!(text.contains("replaysafe_outbox_rows{status=\"pending\",route=\"partner\"} 2"));

@@ -1,5 +1,6 @@
-//! Flow control of a route, within one worker process: a rate, a cap on deliveries in
-//! flight, and a circuit breaker (docs/adr/0017-outbox-flow-control.md).
+//! Flow control of a route: a rate and a cap on deliveries in flight within one worker
+//! process, and a circuit breaker shared through the database by every worker of the
+//! outbox (docs/adr/0017-outbox-flow-control.md).
 //!
 //! - **Rate** (`"50/s"`, `"300/m"`, `"2/h"`): a token bucket holding at most one second's
 //!   tokens (at least one); a delivery takes a token before it starts, waiting for one,
@@ -16,8 +17,10 @@
 //!   A rate's token and a circuit's admission are taken once a delivery's turn comes in
 //!   the worker's pass, not before: a row admitted has its token, and a row the circuit
 //!   holds back is given back with its attempt unspent.
-//!   Opening and closing are logged (`replaysafe::outbox`) and counted; `outbox work
-//!   --metrics-addr` shows the state.
+//!   Opening and closing are logged (`replaysafe::outbox`), journaled (a `circuit`
+//!   record on the row that changed it) and recorded in the outbox's circuits table: every
+//!   worker of the outbox follows the recorded state at the start of each pass, one of
+//!   them sends each due probe (`OutboxStore::take_probe`), and `outbox status` shows it.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -204,6 +207,11 @@ pub(crate) struct Ticket<'a> {
 }
 
 impl Ticket<'_> {
+    /// Whether this row goes as an open circuit's probe.
+    pub(crate) fn is_probe(&self) -> bool {
+        self.probe
+    }
+
     /// Records how the delivery ended: `answered` when the receiver answered (a delivery,
     /// or a refusal of this row), false for a transient failure (a 5xx, a timeout, no
     /// answer). Returns the circuit's new state when it changed.
@@ -363,6 +371,53 @@ impl Flow {
             None => {}
         }
         changed
+    }
+
+    /// The breaker's consecutive failures and probe interval, for a route with one.
+    pub(crate) fn breaker(&self) -> Option<(u32, Duration)> {
+        let breaker = lock(self.breaker.as_ref()?);
+        Some((breaker.failures, breaker.config.probe_every))
+    }
+
+    /// Holds an open circuit's next probe back until `until` (another worker of the
+    /// outbox took the probe that was due).
+    pub(crate) fn defer_probe(&self, until: Instant) {
+        if let Some(breaker) = &self.breaker {
+            let mut breaker = lock(breaker);
+            if breaker.state == Circuit::Open {
+                breaker.probe_at = until;
+            }
+        }
+    }
+
+    /// Follows the circuit the workers of the outbox recorded: open (`Some(probe_in)`,
+    /// the wait before its next probe, with `failures`) or closed (`None`). A probe of
+    /// this worker under way is left alone. Returns the state when it changed.
+    pub(crate) fn follow(
+        &self,
+        recorded: Option<(u32, Duration)>,
+        now: Instant,
+    ) -> Option<Circuit> {
+        let mut breaker = lock(self.breaker.as_ref()?);
+        match (breaker.state, recorded) {
+            (Circuit::Probing, _) => None,
+            (Circuit::Closed, Some((failures, probe_in))) => {
+                breaker.state = Circuit::Open;
+                breaker.failures = failures;
+                breaker.probe_at = now + probe_in;
+                Some(Circuit::Open)
+            }
+            (Circuit::Open, Some((_, probe_in))) => {
+                breaker.probe_at = now + probe_in;
+                None
+            }
+            (Circuit::Open, None) => {
+                breaker.state = Circuit::Closed;
+                breaker.failures = 0;
+                Some(Circuit::Closed)
+            }
+            (Circuit::Closed, None) => None,
+        }
     }
 
     /// A probe not sent: the circuit stays open.

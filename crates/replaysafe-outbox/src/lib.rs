@@ -100,8 +100,8 @@ pub use row::{
 };
 pub use rusqlite;
 pub use store::{
-    ClaimRequest, ClaimedRow, Completion, CompletionResult, OperatorAction, OperatorCommand,
-    OutboxStore, RowSummary, StatusCount, StoreCounters,
+    CircuitRecord, ClaimRequest, ClaimedRow, Completion, CompletionResult, OperatorAction,
+    OperatorCommand, OutboxStore, RowSummary, StatusCount, StoreCounters,
 };
 pub use worker::{
     DEFAULT_BATCH, DEFAULT_LEASE, DEFAULT_POLL, Worker, WorkerBuilder, WorkerStats, default_retry,

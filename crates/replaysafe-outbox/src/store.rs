@@ -349,6 +349,118 @@ pub struct StoreCounters {
     pub reclaimed: u64,
 }
 
+/// A route's circuit as the workers recorded it in the database (`replaysafe_outbox_circuits`),
+/// shared by every worker of the outbox and shown by `outbox status`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CircuitRecord {
+    /// The route.
+    pub route: String,
+    /// Whether its rows wait.
+    pub open: bool,
+    /// The consecutive transient failures that opened it (0 once closed).
+    pub failures: u32,
+    /// When it opened, while open.
+    pub opened_at: Option<DateTime<Utc>>,
+    /// When the next probe is due, while open.
+    pub next_probe_at: Option<DateTime<Utc>>,
+    /// When a worker last changed it.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl CircuitRecord {
+    /// An open circuit: opened at `now` (or kept open by a failed probe) after `failures`
+    /// consecutive transient failures, next probe at `next_probe_at`.
+    pub fn opened(
+        route: impl Into<String>,
+        failures: u32,
+        now: DateTime<Utc>,
+        next_probe_at: DateTime<Utc>,
+    ) -> Self {
+        CircuitRecord {
+            route: route.into(),
+            open: true,
+            failures,
+            opened_at: Some(now),
+            next_probe_at: Some(next_probe_at),
+            updated_at: now,
+        }
+    }
+
+    /// A closed circuit, closed at `now`.
+    pub fn closed(route: impl Into<String>, now: DateTime<Utc>) -> Self {
+        CircuitRecord {
+            route: route.into(),
+            open: false,
+            failures: 0,
+            opened_at: None,
+            next_probe_at: None,
+            updated_at: now,
+        }
+    }
+}
+
+/// The circuits, for both databases.
+pub(crate) const CIRCUITS_SQL: &str = "SELECT route, state, failures, opened_at_ms, \
+    next_probe_at_ms, updated_at_ms FROM replaysafe_outbox_circuits ORDER BY route";
+
+/// Records a circuit (`$1` route … `$6` updated at; `$N` is `?N` on SQLite). An opening
+/// of a circuit already open keeps its first `opened_at_ms`.
+pub(crate) const RECORD_CIRCUIT_SQL: &str = "INSERT INTO replaysafe_outbox_circuits \
+    (route, state, failures, opened_at_ms, next_probe_at_ms, updated_at_ms) \
+    VALUES ($1, $2, $3, $4, $5, $6) \
+    ON CONFLICT (route) DO UPDATE SET state = excluded.state, failures = excluded.failures, \
+    opened_at_ms = CASE WHEN replaysafe_outbox_circuits.state = 'open' AND excluded.state = 'open' \
+        THEN replaysafe_outbox_circuits.opened_at_ms ELSE excluded.opened_at_ms END, \
+    next_probe_at_ms = excluded.next_probe_at_ms, updated_at_ms = excluded.updated_at_ms";
+
+/// Takes an open circuit's due probe (`$1` route, `$2` now, `$3` the next probe).
+pub(crate) const TAKE_PROBE_SQL: &str = "UPDATE replaysafe_outbox_circuits \
+    SET next_probe_at_ms = $3, updated_at_ms = $2 \
+    WHERE route = $1 AND state = 'open' AND next_probe_at_ms <= $2";
+
+/// A circuit as columns.
+pub(crate) struct CircuitValues {
+    pub(crate) route: String,
+    pub(crate) state: &'static str,
+    pub(crate) failures: i32,
+    pub(crate) opened_at_ms: Option<i64>,
+    pub(crate) next_probe_at_ms: Option<i64>,
+    pub(crate) updated_at_ms: i64,
+}
+
+impl CircuitValues {
+    pub(crate) fn of(circuit: &CircuitRecord) -> Self {
+        CircuitValues {
+            route: circuit.route.clone(),
+            state: if circuit.open { "open" } else { "closed" },
+            failures: i32::try_from(circuit.failures).unwrap_or(i32::MAX),
+            opened_at_ms: circuit.opened_at.map(crate::row::millis),
+            next_probe_at_ms: circuit.next_probe_at.map(crate::row::millis),
+            updated_at_ms: crate::row::millis(circuit.updated_at),
+        }
+    }
+}
+
+/// A circuit from its columns; a state other than `open` reads as closed.
+pub(crate) fn circuit_record(
+    route: String,
+    state: String,
+    failures: i32,
+    opened_at_ms: Option<i64>,
+    next_probe_at_ms: Option<i64>,
+    updated_at_ms: i64,
+) -> CircuitRecord {
+    CircuitRecord {
+        route,
+        open: state == "open",
+        failures: u32::try_from(failures).unwrap_or(0),
+        opened_at: opened_at_ms.map(crate::row::from_millis),
+        next_probe_at: next_probe_at_ms.map(crate::row::from_millis),
+        updated_at: crate::row::from_millis(updated_at_ms),
+    }
+}
+
 /// A database that holds the outbox table: claims, completions and operations.
 ///
 /// Implementations: [`crate::sqlite::SqliteOutbox`], and `postgres::PostgresOutbox` with
@@ -435,6 +547,34 @@ pub trait OutboxStore: Send + Sync + fmt::Debug {
 
     /// Totals kept across processes.
     async fn counters(&self) -> Result<StoreCounters, OutboxError>;
+
+    /// The circuits of routes with a breaker, as workers recorded them, by route name.
+    /// The default, for a store without a circuits table, has none: each worker's
+    /// circuits are then its own.
+    async fn circuits(&self) -> Result<Vec<CircuitRecord>, OutboxError> {
+        Ok(Vec::new())
+    }
+
+    /// Records a circuit's change: opened (an opening keeps the earliest `opened_at` of a
+    /// circuit already open, so a failed probe does not restart it), or closed.
+    async fn record_circuit(&self, circuit: &CircuitRecord) -> Result<(), OutboxError> {
+        let _ = circuit;
+        Ok(())
+    }
+
+    /// Takes the probe of `route`'s open circuit for this worker: `true` when the circuit
+    /// is open with its probe due at `now`, its next probe then moved to `next` in the same
+    /// statement, so that one worker of the outbox sends the probe; `false` when another
+    /// took it or the circuit is not open. The default says `true` (each worker probes).
+    async fn take_probe(
+        &self,
+        route: &str,
+        now: DateTime<Utc>,
+        next: DateTime<Utc>,
+    ) -> Result<bool, OutboxError> {
+        let _ = (route, now, next);
+        Ok(true)
+    }
 
     /// Waits until rows may be due, at most `within`: an idle worker calls it between
     /// passes. The default sleeps `within` (polling); a backend that hears of new rows

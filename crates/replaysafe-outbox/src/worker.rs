@@ -22,7 +22,9 @@ use tokio::sync::Notify;
 
 use crate::flow::{Circuit, Flow, FlowControl, Ticket};
 use crate::route::{Attempt, ErasedRoute};
-use crate::store::{ClaimRequest, ClaimedRow, Completion, CompletionResult, OutboxStore};
+use crate::store::{
+    CircuitRecord, ClaimRequest, ClaimedRow, Completion, CompletionResult, OutboxStore,
+};
 use crate::{OutboxError, Route};
 
 /// The outbox's default retry policy: 8 attempts, full jitter from 1 s doubling to a
@@ -456,6 +458,7 @@ impl Worker {
 
     async fn pass(&self, stopped: &AtomicBool) -> Result<WorkerStats, OutboxError> {
         let mut stats = WorkerStats::default();
+        self.follow_circuits().await?;
         // A route whose circuit is open, or whose rate has no token at hand, has its rows
         // left where they are.
         let now = tokio::time::Instant::now();
@@ -507,7 +510,7 @@ impl Worker {
                 }
                 let flow = self.flows.get(&row.route).map(Arc::as_ref);
                 let ticket = match flow {
-                    Some(flow) => match self.enter(flow, lease_ends, stopped).await {
+                    Some(flow) => match self.enter(&row.route, flow, lease_ends, stopped).await {
                         Some(ticket) => Some(ticket),
                         None => return Step::NotBegun(row),
                     },
@@ -558,6 +561,7 @@ impl Worker {
     /// gives the row back unattempted, with its token.
     async fn enter<'f>(
         &self,
+        route: &str,
         flow: &'f Flow,
         lease_ends: chrono::DateTime<chrono::Utc>,
         stopped: &AtomicBool,
@@ -573,10 +577,143 @@ impl Worker {
             tokio::time::sleep_until(until.min(tokio::time::Instant::now() + STOP_CHECK)).await;
         }
         let ticket = flow.admit(tokio::time::Instant::now());
-        if ticket.is_none() {
+        let Some(ticket) = ticket else {
             flow.give_back_token();
+            return None;
+        };
+        if ticket.is_probe() && !self.take_probe(route, flow).await {
+            // Another worker of the outbox sends this probe (or the database did not
+            // say): the circuit stays open here, the row goes back unattempted.
+            drop(ticket);
+            flow.give_back_token();
+            return None;
         }
-        ticket
+        Some(ticket)
+    }
+
+    /// Takes an open circuit's due probe in the outbox, so that one worker sends it; the
+    /// next probe here is then an interval away. `false` when another worker took it, and
+    /// when the database cannot say (no probe rather than many).
+    async fn take_probe(&self, route: &str, flow: &Flow) -> bool {
+        let Some((_, every)) = flow.breaker() else {
+            return true;
+        };
+        let now = self.clock.now();
+        let next = now
+            .checked_add_signed(TimeDelta::from_std(every).unwrap_or(TimeDelta::MAX))
+            .unwrap_or(now);
+        let taken = match self.store.take_probe(route, now, next).await {
+            Ok(taken) => taken,
+            Err(error) => {
+                tracing::warn!(
+                    target: "replaysafe::outbox",
+                    route,
+                    "taking the circuit's probe: {}",
+                    crate::route::short_error(&error)
+                );
+                false
+            }
+        };
+        if !taken {
+            flow.defer_probe(tokio::time::Instant::now() + every);
+        }
+        taken
+    }
+
+    /// Follows the circuits the workers of the outbox recorded, for the routes with a
+    /// breaker: one opened elsewhere holds this worker's rows too, one closed elsewhere
+    /// lets them flow.
+    async fn follow_circuits(&self) -> Result<(), OutboxError> {
+        if self.flows.values().all(|flow| flow.breaker().is_none()) {
+            return Ok(());
+        }
+        let recorded = self.store.circuits().await?;
+        let wall = self.clock.now();
+        let now = tokio::time::Instant::now();
+        for (route, flow) in &self.flows {
+            let open = recorded
+                .iter()
+                .find(|circuit| circuit.route == *route && circuit.open)
+                .map(|circuit| {
+                    let probe_in = circuit
+                        .next_probe_at
+                        .and_then(|at| (at - wall).to_std().ok())
+                        .unwrap_or_default();
+                    (circuit.failures, probe_in)
+                });
+            match flow.follow(open, now) {
+                Some(Circuit::Open) => tracing::warn!(
+                    target: "replaysafe::outbox",
+                    route = route.as_str(),
+                    "circuit open, as another worker of the outbox recorded it: the route's rows wait"
+                ),
+                Some(_) => tracing::info!(
+                    target: "replaysafe::outbox",
+                    route = route.as_str(),
+                    "circuit closed, as another worker of the outbox recorded it: the route's rows flow"
+                ),
+                None => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a change of `row`'s route's circuit in the outbox and journals it on the
+    /// row; a probe that failed moves the recorded next probe. A failure to record is
+    /// logged: the circuit still holds in this worker.
+    async fn circuit_changed(
+        &self,
+        row: &ClaimedRow,
+        flow: &Flow,
+        change: Option<Circuit>,
+        failed_probe: bool,
+    ) {
+        let Some((failures, every)) = flow.breaker() else {
+            return;
+        };
+        let now = self.clock.now();
+        let next = now
+            .checked_add_signed(TimeDelta::from_std(every).unwrap_or(TimeDelta::MAX))
+            .unwrap_or(now);
+        let (record, journaled) = match change {
+            Some(Circuit::Open) => (
+                CircuitRecord::opened(&row.route, failures, now, next),
+                Some((
+                    "circuit_opened",
+                    format!(
+                        "route {}: circuit opened after {failures} consecutive transient failures; \
+                         its rows wait, one probe every {}",
+                        row.route,
+                        seconds(every)
+                    ),
+                )),
+            ),
+            Some(_) => (
+                CircuitRecord::closed(&row.route, now),
+                Some((
+                    "circuit_closed",
+                    format!(
+                        "route {}: circuit closed: this probe got an answer; the route's rows flow again",
+                        row.route
+                    ),
+                )),
+            ),
+            None if failed_probe => (CircuitRecord::opened(&row.route, failures, now, next), None),
+            None => return,
+        };
+        if let Err(error) = self.store.record_circuit(&record).await {
+            tracing::error!(
+                target: "replaysafe::outbox",
+                route = row.route.as_str(),
+                "recording the circuit in the outbox: {}",
+                crate::route::short_error(&error)
+            );
+        }
+        if let Some((reason, note)) = journaled {
+            self.journal_row(row, JournalDecision::Circuit, reason, |record| {
+                record.with_note(Some(note))
+            });
+        }
     }
 
     async fn work(
@@ -587,22 +724,24 @@ impl Worker {
     ) -> Result<(), OutboxError> {
         let attempt = self.attempt(row, Mode::Live).await;
         if let Some(ticket) = ticket {
-            match &attempt {
+            let answered = match &attempt {
                 // The receiver answered: a delivery, or a refusal of this row.
                 Attempt::Delivered
                 | Attempt::Failed {
                     transient: false, ..
-                } => {
-                    ticket.record(true);
-                }
+                } => Some(true),
                 Attempt::Failed {
                     transient: true, ..
-                } => {
-                    ticket.record(false);
-                }
+                } => Some(false),
                 // Nothing was sent: it says nothing of the route (a probe's ticket
                 // dropped unsettled leaves the circuit open).
-                Attempt::Suppressed(_) | Attempt::Refused { .. } => {}
+                Attempt::Suppressed(_) | Attempt::Refused { .. } => None,
+            };
+            if let (Some(answered), Some(flow)) = (answered, self.flows.get(&row.route)) {
+                let probe = ticket.is_probe();
+                let change = ticket.record(answered);
+                self.circuit_changed(row, flow, change, probe && !answered)
+                    .await;
             }
         }
         let now = self.clock.now();
@@ -718,6 +857,23 @@ impl Worker {
     /// (the effect may not even decode), so that `report --fail-on failed` sees it. A
     /// journal that cannot take it is logged: the row itself keeps the error.
     fn journal_refusal(&self, row: &ClaimedRow, reason: &'static str, error: &str) {
+        self.journal_row(row, JournalDecision::Failed, reason, |record| {
+            record
+                .with_attempt(row.attempts)
+                .with_error(Some(error.to_owned()))
+        });
+    }
+
+    /// Journals one record of `decision` about `row`, from the row's own columns, to the
+    /// worker's journal or else its route's (or else the first route's). A journal that
+    /// cannot take it is logged.
+    fn journal_row(
+        &self,
+        row: &ClaimedRow,
+        decision: JournalDecision,
+        reason: &'static str,
+        finish: impl FnOnce(JournalRecord) -> JournalRecord,
+    ) {
         let journal = self
             .journal
             .as_ref()
@@ -746,7 +902,7 @@ impl Worker {
         .with_summary(row.summary.clone());
         let record = JournalRecord::new(
             self.clock.now(),
-            JournalDecision::Failed,
+            decision,
             &context.pipeline,
             &context.run_id,
             &context.run_kind,
@@ -754,17 +910,22 @@ impl Worker {
             effect,
         )
         .with_reasons([reason])
-        .with_backfill_id(context.backfill_id.clone())
-        .with_attempt(row.attempts)
-        .with_error(Some(error.to_owned()));
+        .with_backfill_id(context.backfill_id.clone());
+        let record = finish(record);
         let entry = record.entry();
         if let Err(failure) = journal.append(&entry).and_then(|()| journal.flush()) {
             tracing::error!(
                 target: "replaysafe::outbox",
                 idempotency_key = row.key.as_str(),
-                "journaling a dead-lettered row: {}",
+                "journaling a {} record: {}",
+                decision.as_str(),
                 crate::route::short_error(&failure)
             );
         }
     }
+}
+
+/// A probe interval as a reader writes it: `30 s`, `0.3 s`.
+fn seconds(interval: Duration) -> String {
+    format!("{} s", interval.as_secs_f64())
 }

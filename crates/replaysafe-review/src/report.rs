@@ -637,9 +637,15 @@ impl Builder {
             _ => {}
         }
 
-        if record.decision != JournalDecision::Attempting
-            && record.decision != JournalDecision::Failed
-            && !windowless
+        // Cells count what became of effects: attempts and failures are counted above,
+        // and an operator's requeue or a circuit's change is no outcome of its effect.
+        if !matches!(
+            record.decision,
+            JournalDecision::Attempting
+                | JournalDecision::Failed
+                | JournalDecision::Requeued
+                | JournalDecision::Circuit
+        ) && !windowless
         {
             let opt_in = record.opt_in.is_some();
             let cell = self.cell(window, &record.effect.kind);

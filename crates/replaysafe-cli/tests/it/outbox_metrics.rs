@@ -198,3 +198,81 @@ fn status_and_the_worker_serve_queue_metrics_prometheus_parses() {
         "{samples:?}"
     );
 }
+
+/// A circuit a worker recorded in the outbox is what `outbox status` shows, in every
+/// format, to an operator on another machine.
+#[test]
+fn status_shows_the_circuits_the_workers_recorded() {
+    use replaysafe_outbox::{CircuitRecord, OutboxStore};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("outbox.db");
+    let store = sqlite::SqliteOutbox::open(&path).unwrap();
+    let opened = chrono::DateTime::parse_from_rfc3339("2026-12-02T01:00:00Z")
+        .unwrap()
+        .to_utc();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        store
+            .record_circuit(&CircuitRecord::opened(
+                "partner",
+                5,
+                opened,
+                opened + chrono::TimeDelta::seconds(30),
+            ))
+            .await
+            .unwrap();
+        store
+            .record_circuit(&CircuitRecord::closed("reports", opened))
+            .await
+            .unwrap();
+    });
+    let database = format!("sqlite:{}", path.display());
+    let stdout = |args: &[&str]| {
+        String::from_utf8(
+            outbox(&database, args)
+                .success()
+                .get_output()
+                .stdout
+                .clone(),
+        )
+        .unwrap()
+    };
+
+    let text = stdout(&["status"]);
+    assert!(
+        text.contains(
+            "circuit partner: open since 2026-12-02T01:00:00Z after 5 consecutive failures; its rows wait; next probe 2026-12-02T01:00:30Z"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("circuit reports: closed since 2026-12-02T01:00:00Z"),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&["status", "--format", "json"])).unwrap();
+    assert_eq!(json["circuits"][0]["route"], "partner");
+    assert_eq!(json["circuits"][0]["state"], "open");
+    assert_eq!(json["circuits"][0]["failures"], 5);
+    assert_eq!(json["circuits"][0]["next_probe_at"], "2026-12-02T01:00:30Z");
+    assert_eq!(json["circuits"][1]["state"], "closed");
+    let samples = parsed_by_prometheus(
+        &stdout(&["status", "--format", "prometheus"]),
+        "replaysafe_outbox_circuit_test",
+    );
+    let open = |route: &str| {
+        sample(
+            &samples,
+            "replaysafe_outbox_circuit_open",
+            &[&format!("route=\"{route}\"")],
+        )
+    };
+    assert_eq!(
+        (open("partner"), open("reports")),
+        (Some(1.0), Some(0.0)),
+        "{samples:?}"
+    );
+}

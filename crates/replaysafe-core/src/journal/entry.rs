@@ -199,7 +199,7 @@ impl<'a> JournalEntry<'a> {
         self.ts
     }
 
-    /// Delivered, suppressed, failed, attempting or requeued.
+    /// Delivered, suppressed, failed, attempting, requeued or circuit.
     pub fn decision(&self) -> JournalDecision {
         self.decision
     }

@@ -323,6 +323,11 @@ pub enum JournalDecision {
     /// `resend`); the record's `note` says who and why, its `opt_in` the approval file
     /// given, if any. Nothing was sent: the worker decides again at delivery.
     Requeued,
+    /// An outbox route's circuit opened or closed (reasons `circuit_opened`,
+    /// `circuit_closed`), written on the row whose delivery changed it; `note` names the
+    /// route and the failures. Nothing was sent by this record: the row's own outcome is
+    /// its own `failed` or `delivered` record.
+    Circuit,
     /// A decision this version does not know, read from a newer writer's line (schema
     /// version 1 adds decision values without a new version). Never written by this crate.
     #[serde(other)]
@@ -330,7 +335,7 @@ pub enum JournalDecision {
 }
 
 impl JournalDecision {
-    /// `delivered`, `suppressed`, `failed`, `attempting`, `requeued`, or `unknown` for a value read
+    /// `delivered`, `suppressed`, `failed`, `attempting`, `requeued`, `circuit`, or `unknown` for a value read
     /// from a newer writer.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -339,6 +344,7 @@ impl JournalDecision {
             JournalDecision::Failed => "failed",
             JournalDecision::Attempting => "attempting",
             JournalDecision::Requeued => "requeued",
+            JournalDecision::Circuit => "circuit",
             JournalDecision::Unknown => "unknown",
         }
     }

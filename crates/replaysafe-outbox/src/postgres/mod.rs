@@ -40,8 +40,9 @@ pub use schema::{SCHEMA_VERSION, check_schema, migrate, schema_version};
 
 use crate::row::{RowContext, StagedRow, from_millis, millis, prepare};
 use crate::store::{
-    ClaimRequest, ClaimedRow, Completion, CompletionResult, OperatorAction, OutboxStore,
-    RowSummary, StatusCount, StoreCounters, purge_cutoff,
+    CIRCUITS_SQL, CircuitRecord, CircuitValues, ClaimRequest, ClaimedRow, Completion,
+    CompletionResult, OperatorAction, OutboxStore, RECORD_CIRCUIT_SQL, RowSummary, StatusCount,
+    StoreCounters, TAKE_PROBE_SQL, circuit_record, purge_cutoff,
 };
 use crate::{OutboxError, Route, SourceVersion, StageOptions, Staged, Status};
 
@@ -1103,5 +1104,59 @@ impl OutboxStore for PostgresOutbox {
         } else {
             tokio::time::sleep(within).await;
         }
+    }
+
+    async fn circuits(&self) -> Result<Vec<CircuitRecord>, OutboxError> {
+        let client = self.client("reading circuits").await?;
+        let rows = client
+            .query(CIRCUITS_SQL, &[])
+            .await
+            .map_err(sql("reading circuits"))?;
+        rows.iter()
+            .map(|row| {
+                Ok(circuit_record(
+                    row.try_get(0).map_err(sql("reading circuits"))?,
+                    row.try_get(1).map_err(sql("reading circuits"))?,
+                    row.try_get(2).map_err(sql("reading circuits"))?,
+                    row.try_get(3).map_err(sql("reading circuits"))?,
+                    row.try_get(4).map_err(sql("reading circuits"))?,
+                    row.try_get(5).map_err(sql("reading circuits"))?,
+                ))
+            })
+            .collect()
+    }
+
+    async fn record_circuit(&self, circuit: &CircuitRecord) -> Result<(), OutboxError> {
+        let values = CircuitValues::of(circuit);
+        let client = self.client("recording a circuit").await?;
+        client
+            .execute(
+                RECORD_CIRCUIT_SQL,
+                &[
+                    &values.route,
+                    &values.state,
+                    &values.failures,
+                    &values.opened_at_ms,
+                    &values.next_probe_at_ms,
+                    &values.updated_at_ms,
+                ],
+            )
+            .await
+            .map_err(sql("recording a circuit"))?;
+        Ok(())
+    }
+
+    async fn take_probe(
+        &self,
+        route: &str,
+        now: DateTime<Utc>,
+        next: DateTime<Utc>,
+    ) -> Result<bool, OutboxError> {
+        let client = self.client("taking a circuit's probe").await?;
+        let changed = client
+            .execute(TAKE_PROBE_SQL, &[&route, &millis(now), &millis(next)])
+            .await
+            .map_err(sql("taking a circuit's probe"))?;
+        Ok(changed == 1)
     }
 }

@@ -13,7 +13,8 @@ const MIGRATION_LOCK: i64 = 0x7265_706c_6179_7366; // "replaysf"
 /// Migration `n` brings the schema from version `n - 1` to `n`.
 const MIGRATIONS: [&str; 3] = [V1, crate::sqlite::schema::V2, V3];
 
-/// Version 3: ordering keys. A keyed row's place in its key's order (`ordering_seq`) is
+/// Version 3: ordering keys, and the circuits of routes with a breaker (shared by the
+/// workers, shown by `outbox status`). A keyed row's place in its key's order (`ordering_seq`) is
 /// taken from a sequence by a trigger *after* the trigger takes a transaction-level
 /// advisory lock of the key: a second transaction staging the same key waits until the
 /// first commits or rolls back, so a key's places are in commit order and a worker can
@@ -27,6 +28,14 @@ ALTER TABLE replaysafe_outbox ADD COLUMN ordering_seq BIGINT;
 CREATE SEQUENCE replaysafe_outbox_ordering_seq;
 CREATE INDEX replaysafe_outbox_ordering ON replaysafe_outbox (ordering_key, ordering_seq)
     WHERE ordering_key IS NOT NULL AND status IN ('pending', 'claimed');
+CREATE TABLE replaysafe_outbox_circuits (
+    route            TEXT PRIMARY KEY,
+    state            TEXT NOT NULL CHECK (state IN ('closed', 'open')),
+    failures         INTEGER NOT NULL,
+    opened_at_ms     BIGINT,
+    next_probe_at_ms BIGINT,
+    updated_at_ms    BIGINT NOT NULL
+);
 CREATE FUNCTION replaysafe_outbox_order() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.ordering_key IS NOT NULL THEN

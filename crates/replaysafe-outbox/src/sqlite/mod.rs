@@ -27,8 +27,9 @@ pub use schema::{SCHEMA_VERSION, check_schema, migrate, schema_version};
 
 use crate::row::{RowContext, StagedRow, from_millis, millis, prepare};
 use crate::store::{
-    ClaimRequest, ClaimedRow, Completion, CompletionResult, OperatorAction, OutboxStore,
-    RowSummary, StatusCount, StoreCounters, purge_cutoff,
+    CIRCUITS_SQL, CircuitRecord, CircuitValues, ClaimRequest, ClaimedRow, Completion,
+    CompletionResult, OperatorAction, OutboxStore, RECORD_CIRCUIT_SQL, RowSummary, StatusCount,
+    StoreCounters, TAKE_PROBE_SQL, circuit_record, purge_cutoff,
 };
 use crate::{OutboxError, Route, SourceVersion, StageOptions, Staged, Status};
 
@@ -929,4 +930,69 @@ impl OutboxStore for SqliteOutbox {
         })
         .await
     }
+
+    async fn circuits(&self) -> Result<Vec<CircuitRecord>, OutboxError> {
+        self.run("reading circuits", |conn| {
+            let mut statement = conn
+                .prepare_cached(CIRCUITS_SQL)
+                .map_err(sql("reading circuits"))?;
+            let rows = statement
+                .query_map([], |row| {
+                    Ok(circuit_record(
+                        row.get(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get(2)?,
+                        row.get(3)?,
+                        row.get(4)?,
+                        row.get(5)?,
+                    ))
+                })
+                .map_err(sql("reading circuits"))?;
+            rows.collect::<Result<Vec<_>, _>>()
+                .map_err(sql("reading circuits"))
+        })
+        .await
+    }
+
+    async fn record_circuit(&self, circuit: &CircuitRecord) -> Result<(), OutboxError> {
+        let values = CircuitValues::of(circuit);
+        self.run("recording a circuit", move |conn| {
+            conn.prepare_cached(&placeholders(RECORD_CIRCUIT_SQL))
+                .and_then(|mut s| {
+                    s.execute(rusqlite::params![
+                        values.route,
+                        values.state,
+                        values.failures,
+                        values.opened_at_ms,
+                        values.next_probe_at_ms,
+                        values.updated_at_ms
+                    ])
+                })
+                .map_err(sql("recording a circuit"))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn take_probe(
+        &self,
+        route: &str,
+        now: DateTime<Utc>,
+        next: DateTime<Utc>,
+    ) -> Result<bool, OutboxError> {
+        let route = route.to_owned();
+        self.run("taking a circuit's probe", move |conn| {
+            let changed = conn
+                .prepare_cached(&placeholders(TAKE_PROBE_SQL))
+                .and_then(|mut s| s.execute(rusqlite::params![route, millis(now), millis(next)]))
+                .map_err(sql("taking a circuit's probe"))?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+}
+
+/// `$N` placeholders as SQLite's `?N`.
+fn placeholders(statement: &str) -> String {
+    statement.replace('$', "?")
 }

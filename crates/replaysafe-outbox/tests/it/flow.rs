@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use replaysafe_core::{FixedClock, MemoryJournal, RunKind};
+use chrono::TimeDelta;
+use replaysafe_core::journal::JournalDecision;
+use replaysafe_core::{Clock, FixedClock, MemoryJournal, RunKind};
 use replaysafe_outbox::rusqlite::Connection;
 use replaysafe_outbox::{Circuit, FlowControl, OutboxStore, Route, Status, Worker, sqlite};
 use replaysafe_test::contexts;
@@ -63,11 +65,14 @@ async fn a_failing_routes_circuit_opens_its_rows_wait_and_a_probe_closes_it() {
     );
     stage(&path, &clock, &[&bad, &good], 10);
     let probe_every = Duration::from_millis(300);
+    let journal = Arc::new(MemoryJournal::new());
     let worker = Worker::builder(store.clone())
         .add_route(bad)
         .add_route(good)
         .flow("broken", FlowControl::new().with_breaker(3, probe_every))
         .clock(clock.clone())
+        .journal(journal.clone())
+        .retry(replaysafe_outbox::default_retry().with_base_delay(Duration::from_secs(60)))
         .build()
         .unwrap();
 
@@ -77,6 +82,30 @@ async fn a_failing_routes_circuit_opens_its_rows_wait_and_a_probe_closes_it() {
     assert_eq!(broken.requests().len(), 3, "{stats:?}");
     assert_eq!(healthy.requests().len(), 10);
     assert_eq!(worker.circuits(), [("broken".to_owned(), Circuit::Open)]);
+    // Recorded in the outbox for every worker and `outbox status`, and journaled.
+    let recorded = store.circuits().await.unwrap();
+    assert_eq!(recorded.len(), 1);
+    assert!(recorded[0].open && recorded[0].route == "broken" && recorded[0].failures == 3);
+    assert_eq!(
+        recorded[0].next_probe_at,
+        Some(clock.now() + TimeDelta::milliseconds(300))
+    );
+    let circuit_records = |journal: &MemoryJournal| -> Vec<(Vec<String>, String)> {
+        journal
+            .records()
+            .into_iter()
+            .filter(|r| r.decision == JournalDecision::Circuit)
+            .map(|r| (r.reasons.clone(), r.note.clone().unwrap_or_default()))
+            .collect()
+    };
+    let opened = circuit_records(&journal);
+    assert_eq!(opened.len(), 1, "{opened:?}");
+    assert_eq!(opened[0].0, ["circuit_opened"]);
+    assert!(
+        opened[0].1.contains("route broken") && opened[0].1.contains("3 consecutive"),
+        "{}",
+        opened[0].1
+    );
     let pending = store.list(Status::Pending, 100).await.unwrap();
     assert_eq!(
         pending.len(),
@@ -91,10 +120,83 @@ async fn a_failing_routes_circuit_opens_its_rows_wait_and_a_probe_closes_it() {
     // The probe is due: one row goes, the receiver answers, the circuit closes and the
     // rows that never had an attempt flow (the three retried ones wait for their delay).
     tokio::time::sleep(probe_every + Duration::from_millis(50)).await;
+    clock.advance(TimeDelta::milliseconds(350));
     worker.drain().await.unwrap();
     assert_eq!(worker.circuits(), [("broken".to_owned(), Circuit::Closed)]);
     assert_eq!(broken.requests().len(), 3 + 7);
     assert_eq!(store.list(Status::Pending, 100).await.unwrap().len(), 3);
+    let recorded = store.circuits().await.unwrap();
+    assert!(!recorded[0].open && recorded[0].next_probe_at.is_none());
+    let changes = circuit_records(&journal);
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    assert_eq!(changes[1].0, ["circuit_closed"]);
+}
+
+/// Two workers of one outbox: a circuit one opens holds the other's rows too, each due
+/// probe is sent by one of them, and the close lets both deliver again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_circuit_opened_by_one_worker_holds_the_others_and_one_of_them_probes() {
+    let broken = Receiver::start().await;
+    for _ in 0..4 {
+        broken.answer(StatusCode::SERVICE_UNAVAILABLE, None);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("outbox.db");
+    sqlite::SqliteOutbox::open(&path).unwrap();
+    let clock = Arc::new(FixedClock::new(contexts::now()));
+    let bad = route("broken", &broken.url());
+    stage(&path, &clock, &[&bad], 12);
+    let probe_every = Duration::from_millis(200);
+    let worker = || {
+        Worker::builder(sqlite::SqliteOutbox::open(&path).unwrap())
+            .add_route(bad.clone())
+            .flow("broken", FlowControl::new().with_breaker(2, probe_every))
+            .clock(clock.clone())
+            .retry(replaysafe_outbox::default_retry().with_base_delay(Duration::from_secs(60)))
+            .build()
+            .unwrap()
+    };
+    let (first, second) = (worker(), worker());
+
+    first.drain().await.unwrap();
+    assert_eq!(broken.requests().len(), 2, "two failures open it");
+    assert_eq!(first.circuits(), [("broken".to_owned(), Circuit::Open)]);
+    // The second worker never saw a failure, yet holds the route's rows.
+    second.drain().await.unwrap();
+    assert_eq!(broken.requests().len(), 2);
+    assert_eq!(second.circuits(), [("broken".to_owned(), Circuit::Open)]);
+
+    // The probe is due for both: one of them sends it (and it fails: still open).
+    tokio::time::sleep(probe_every + Duration::from_millis(50)).await;
+    clock.advance(TimeDelta::milliseconds(250));
+    let (a, b) = tokio::join!(first.run_once(), second.run_once());
+    a.unwrap();
+    b.unwrap();
+    assert_eq!(
+        broken.requests().len(),
+        3,
+        "one probe for the outbox, not one a worker"
+    );
+    let store = sqlite::SqliteOutbox::open(&path).unwrap();
+    assert!(store.circuits().await.unwrap()[0].open);
+
+    // The next probe fails too; the one after gets an answer and closes it for both.
+    for _ in 0..2 {
+        tokio::time::sleep(probe_every + Duration::from_millis(50)).await;
+        clock.advance(TimeDelta::milliseconds(250));
+        let (a, b) = tokio::join!(first.run_once(), second.run_once());
+        a.unwrap();
+        b.unwrap();
+    }
+    assert!(!store.circuits().await.unwrap()[0].open);
+    first.drain().await.unwrap();
+    second.drain().await.unwrap();
+    assert_eq!(first.circuits(), [("broken".to_owned(), Circuit::Closed)]);
+    assert_eq!(second.circuits(), [("broken".to_owned(), Circuit::Closed)]);
+    // 2 opening failures, 3 probes (two failed, one answered), then the 7 rows that
+    // never had an attempt (the 4 that failed wait for their retry).
+    assert_eq!(broken.requests().len(), 2 + 3 + 7);
+    assert_eq!(store.list(Status::Pending, 100).await.unwrap().len(), 4);
 }
 
 /// A receiver that answers after `delay` and counts the most requests it held at once.

@@ -1190,3 +1190,62 @@ fn journals_opening_a_fresh_database_at_once_all_connect() {
     });
     assert_eq!(opened, [true; 8]);
 }
+
+/// The circuits table on PostgreSQL: an opening keeps its first time, one of two
+/// concurrent takers gets a due probe, a close clears it.
+#[tokio::test]
+async fn circuits_are_shared_and_one_worker_takes_each_due_probe() {
+    use replaysafe_outbox::CircuitRecord;
+    let fx = PgFixture::new().await;
+    let now = contexts::now();
+    let probe = now + TimeDelta::seconds(30);
+    fx.outbox
+        .record_circuit(&CircuitRecord::opened("partner", 5, now, probe))
+        .await
+        .unwrap();
+    // A failed probe keeps it open: the next probe moves, the opening time stays.
+    let later = now + TimeDelta::seconds(31);
+    fx.outbox
+        .record_circuit(&CircuitRecord::opened(
+            "partner",
+            6,
+            later,
+            later + TimeDelta::seconds(30),
+        ))
+        .await
+        .unwrap();
+    let circuits = fx.outbox.circuits().await.unwrap();
+    assert_eq!(circuits.len(), 1);
+    assert!(circuits[0].open);
+    assert_eq!(circuits[0].opened_at, Some(now));
+    assert_eq!(
+        circuits[0].next_probe_at,
+        Some(later + TimeDelta::seconds(30))
+    );
+
+    // Not due yet: nobody takes it. Due: one of two takers does.
+    assert!(
+        !fx.outbox
+            .take_probe("partner", later, later + TimeDelta::seconds(30))
+            .await
+            .unwrap()
+    );
+    let due = later + TimeDelta::seconds(30);
+    let other = PostgresOutbox::connect(&fx.url).await.unwrap();
+    let (a, b) = tokio::join!(
+        fx.outbox
+            .take_probe("partner", due, due + TimeDelta::seconds(30)),
+        other.take_probe("partner", due, due + TimeDelta::seconds(30))
+    );
+    assert_eq!(
+        [a.unwrap(), b.unwrap()].iter().filter(|t| **t).count(),
+        1,
+        "one probe for the outbox"
+    );
+    fx.outbox
+        .record_circuit(&CircuitRecord::closed("partner", due))
+        .await
+        .unwrap();
+    let circuits = other.circuits().await.unwrap();
+    assert!(!circuits[0].open && circuits[0].opened_at.is_none());
+}

@@ -75,6 +75,12 @@ fn report_lists_failed_effects_and_last_errors_and_fills_the_grid() {
     opt_in.kinds = vec!["email".into()];
     opted.opt_in = Some(opt_in);
     text.push_str(&(serde_json::to_string(&opted).unwrap() + "\n"));
+    // An operator's requeue and a circuit's change are no outcome of their effect: the
+    // grid counts them nowhere.
+    for decision in [JournalDecision::Requeued, JournalDecision::Circuit] {
+        let line = record("c-failed", "r1", decision, 1);
+        text.push_str(&(serde_json::to_string(&line).unwrap() + "\n"));
+    }
     std::fs::write(&path, text).unwrap();
     let built = Reader::default().report(&[&path], &[]).unwrap();
     let failed_effects = built.failed_effects.to_vec().unwrap();
