@@ -116,6 +116,60 @@ async fn raw_chunk(
     }
 }
 
+/// Deliveries in flight at once in the concurrent comparison.
+const IN_FLIGHT: usize = 8;
+
+/// [`guarded_chunk`] with [`IN_FLIGHT`] deliveries at once.
+async fn guarded_chunk_concurrent(client: &Guard<WebhookClient>, first: usize, count: usize) {
+    use futures_util::StreamExt;
+    let cx = contexts::live();
+    futures_util::stream::iter(first..first + count)
+        .map(|index| {
+            let cx = &cx;
+            async move {
+                let event_type = format!(
+                    "orders.daily_total.{}",
+                    SENT.fetch_add(1, Ordering::Relaxed)
+                );
+                let outcome = client
+                    .send(cx, &Webhook::json(event_type, body(index)))
+                    .await
+                    .expect("guarded delivery");
+                assert!(outcome.is_delivered(), "every key is new");
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect::<()>()
+        .await;
+}
+
+/// [`raw_chunk`] with [`IN_FLIGHT`] requests at once.
+async fn raw_chunk_concurrent(
+    client: &reqwest::Client,
+    url: &str,
+    key: &IdempotencyKey,
+    first: usize,
+    count: usize,
+) {
+    use futures_util::StreamExt;
+    futures_util::stream::iter(first..first + count)
+        .map(|index| async move {
+            let mut response = client
+                .post(url)
+                .header("content-type", "application/json")
+                .header("idempotency-key", format!("\"{key}\""))
+                .body(body(index).to_string().into_bytes())
+                .send()
+                .await
+                .expect("raw delivery");
+            assert!(response.status().is_success());
+            while let Ok(Some(_)) = response.chunk().await {}
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect::<()>()
+        .await;
+}
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -389,6 +443,17 @@ fn main() {
         |chunk| runtime.block_on(raw_chunk(&raw, &url, &key, chunk * CHUNK, CHUNK)),
     );
 
+    // The same, 8 deliveries in flight on both sides.
+    runtime.block_on(guarded_chunk_concurrent(&guarded, 0, CHUNK));
+    runtime.block_on(raw_chunk_concurrent(&raw, &url, &key, 0, CHUNK));
+    let (concurrent_best, raw_concurrent_best) = interleaved_chunks(
+        WEBHOOKS / CHUNK,
+        REPEATS,
+        |chunk| runtime.block_on(guarded_chunk_concurrent(&guarded, chunk * CHUNK, CHUNK)),
+        |chunk| runtime.block_on(raw_chunk_concurrent(&raw, &url, &key, chunk * CHUNK, CHUNK)),
+    );
+    journal.flush().expect("flush the journal");
+
     let guarded_rate = per_second(WEBHOOKS, guarded_best);
     let raw_rate = per_second(WEBHOOKS, raw_best);
     let mut report = Report::new("webhook");
@@ -412,6 +477,21 @@ fn main() {
             "webhook.guarded_no_journal_vs_raw_throughput",
             per_second(WEBHOOKS, unjournaled_best) / per_second(WEBHOOKS, raw_again_best),
             "raw reqwest, interleaved with the guard on a journal that keeps nothing",
+        )
+        .figure(
+            "webhook.guarded.in_flight_8.deliveries_per_second",
+            per_second(WEBHOOKS, concurrent_best),
+            "webhooks/s",
+        )
+        .figure(
+            "webhook.raw_reqwest.in_flight_8.deliveries_per_second",
+            per_second(WEBHOOKS, raw_concurrent_best),
+            "webhooks/s",
+        )
+        .ratio(
+            "webhook.guarded_vs_raw_throughput_in_flight_8",
+            per_second(WEBHOOKS, concurrent_best) / per_second(WEBHOOKS, raw_concurrent_best),
+            "raw reqwest, same requests and client settings, 8 in flight on both sides, interleaved; target >= 0.95",
         )
         .figure(
             "webhook.durable_journal_cost_per_delivery",
