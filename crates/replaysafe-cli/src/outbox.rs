@@ -749,6 +749,7 @@ fn print_rows(rows: &[RowSummary], format: Output) -> anyhow::Result<()> {
                         "last_error": r.last_error,
                         "changed_after_delivery": r.changed_after_delivery,
                         "has_opt_in": r.has_opt_in,
+                        "ordering_key": r.ordering_key,
                     })
                 })
                 .collect();
@@ -757,7 +758,9 @@ fn print_rows(rows: &[RowSummary], format: Output) -> anyhow::Result<()> {
         Output::Table => {
             let mut table = comfy_table::Table::new();
             table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-            table.set_header([
+            // The ordering key's column only when a row has one.
+            let keyed = rows.iter().any(|r| r.ordering_key.is_some());
+            let mut header = vec![
                 "key",
                 "route",
                 "kind",
@@ -766,9 +769,13 @@ fn print_rows(rows: &[RowSummary], format: Output) -> anyhow::Result<()> {
                 "window",
                 "attempts",
                 "last error",
-            ]);
+            ];
+            if keyed {
+                header.push("ordering key");
+            }
+            table.set_header(header);
             for r in rows {
-                table.add_row([
+                let mut cells = vec![
                     safe(&r.key),
                     safe(&r.route),
                     safe(&r.effect_kind),
@@ -777,7 +784,11 @@ fn print_rows(rows: &[RowSummary], format: Output) -> anyhow::Result<()> {
                     safe(&format!("{} .. {}", r.window_start, r.window_end)),
                     r.attempts.to_string(),
                     safe(r.last_error.as_deref().unwrap_or_default()),
-                ]);
+                ];
+                if keyed {
+                    cells.push(safe(r.ordering_key.as_deref().unwrap_or_default()));
+                }
+                table.add_row(cells);
             }
             println!("{table}");
             println!("{} rows", rows.len());

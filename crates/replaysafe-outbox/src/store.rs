@@ -172,6 +172,8 @@ pub struct RowSummary {
     pub summary: Option<String>,
     /// Whether the row carries an approval document (its own opt-in).
     pub has_opt_in: bool,
+    /// The ordering key it was staged with: delivered after the earlier rows of that key.
+    pub ordering_key: Option<String>,
 }
 
 /// An operator's action on rows (`retry_dead`, `resend`): who asked, why, and, when the

@@ -735,7 +735,7 @@ fn claimed_row(row: &Row, token: &str) -> Result<ClaimedRow, OutboxError> {
 const SUMMARY_COLUMNS: &str = "idempotency_key, route, pipeline, effect_kind, message_type, \
     target, window_start, window_end, status, reasons, attempts, last_error, \
     changed_after_delivery, run_id, run_kind, backfill_id, payload_sha256, payload_bytes, \
-    summary, opt_in IS NOT NULL";
+    summary, opt_in IS NOT NULL, ordering_key";
 
 fn summary_row(row: &Row) -> Result<RowSummary, OutboxError> {
     let stored: String = row.get(8);
@@ -761,6 +761,7 @@ fn summary_row(row: &Row) -> Result<RowSummary, OutboxError> {
         payload_bytes: u64::try_from(row.get::<_, i64>(17)).unwrap_or(0),
         summary: row.get(18),
         has_opt_in: row.get(19),
+        ordering_key: row.get(20),
     })
 }
 

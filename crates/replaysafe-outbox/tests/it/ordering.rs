@@ -173,6 +173,20 @@ async fn a_claim_takes_only_each_keys_first_waiting_row_and_every_keyless_row() 
     stage_all(&fx, &mut book, &[("a", 1), ("b", 1), ("-", 1), ("a", 2)]);
     stage_all(&fx, &mut book, &[("a", 3), ("b", 2), ("-", 2)]);
     let store = fx.store();
+    // An operator's listing names each row's ordering key.
+    let listed = store.list(Status::Pending, 100).await.unwrap();
+    let key_of = |name: &str| {
+        listed
+            .iter()
+            .find(|r| book[&r.key] == name)
+            .unwrap()
+            .ordering_key
+            .clone()
+    };
+    assert_eq!(
+        (key_of("a.2"), key_of("b.1"), key_of("-.1")),
+        (Some("a".to_owned()), Some("b".to_owned()), None)
+    );
 
     let first = store.claim(&request(&fx)).await.unwrap();
     assert_eq!(names(&book, &first), ["-.1", "-.2", "a.1", "b.1"]);
