@@ -295,3 +295,52 @@ async fn a_rate_slower_than_the_lease_leaves_rows_unattempted_instead_of_expirin
     assert_eq!(pending.len(), 2);
     assert!(pending.iter().all(|row| row.attempts == 0), "{pending:?}");
 }
+
+/// With 8 deliveries in flight, the circuit opens once: the deliveries already under way
+/// finish, the rows not yet begun wait unattempted, and one `circuit_opened` line is
+/// journaled however many of the in-flight deliveries fail after it opened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_circuit_opens_once_with_many_deliveries_in_flight() {
+    let broken = Receiver::start().await;
+    for _ in 0..32 {
+        broken.answer(StatusCode::BAD_GATEWAY, None);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("outbox.db");
+    let store = sqlite::SqliteOutbox::open(&path).unwrap();
+    let clock = Arc::new(FixedClock::new(contexts::now()));
+    let bad = route("broken", &broken.url());
+    stage(&path, &clock, &[&bad], 24);
+    let journal = Arc::new(MemoryJournal::new());
+    let (failures, in_flight) = (3, 8);
+    let worker = Worker::builder(store.clone())
+        .add_route(bad)
+        .flow(
+            "broken",
+            FlowControl::new().with_breaker(failures, Duration::from_secs(60)),
+        )
+        .in_flight(in_flight)
+        .batch_size(24)
+        .clock(clock.clone())
+        .journal(journal.clone())
+        .retry(replaysafe_outbox::default_retry().with_base_delay(Duration::from_secs(60)))
+        .build()
+        .unwrap();
+    worker.drain().await.unwrap();
+    let sent = broken.requests().len();
+    assert!(
+        (failures as usize..failures as usize + in_flight).contains(&sent),
+        "{sent} requests: the opening failures and at most the deliveries under way"
+    );
+    assert_eq!(worker.circuits(), [("broken".to_owned(), Circuit::Open)]);
+    let opened = journal
+        .records()
+        .into_iter()
+        .filter(|r| r.decision == JournalDecision::Circuit)
+        .count();
+    assert_eq!(opened, 1);
+    // Every row not sent waits with its attempts unspent.
+    let rows = store.list(Status::Pending, 100).await.unwrap();
+    assert_eq!(rows.len(), 24);
+    assert_eq!(rows.iter().filter(|r| r.attempts == 0).count(), 24 - sent);
+}
