@@ -5,7 +5,9 @@
 //! - **Rate** (`"50/s"`, `"300/m"`, `"2/h"`): a token bucket holding at most one second's
 //!   tokens (at least one); a delivery takes a token before it starts, waiting for one,
 //!   but not past its claim's lease nor once the worker stops (the row is given back);
-//!   the worker claims no row of the route while no token is at hand.
+//!   the worker claims no row of the route while no token is at hand. The bucket is the
+//!   worker process's, or with `rate_scope: outbox` one row of the database that every
+//!   worker of the outbox takes its tokens from (`OutboxStore::take_shared_token`).
 //! - **Concurrency**: at most this many of the route's rows in one pass of the worker (the
 //!   rest are given back for the next), so a slow route holds at most its cap of the
 //!   worker's `in_flight` slots.
@@ -45,6 +47,23 @@ pub struct FlowControl {
     /// The circuit breaker.
     #[serde(default)]
     pub breaker: Option<BreakerConfig>,
+    /// Whose rate it is: each worker process's (the default) or the whole outbox's, one
+    /// bucket in the database shared by every worker.
+    #[serde(default)]
+    pub rate_scope: RateScope,
+}
+
+/// Who shares a route's rate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RateScope {
+    /// Each worker process has a bucket of its own: W workers send up to W times the rate.
+    #[default]
+    Worker,
+    /// One bucket in the outbox's database (`replaysafe_outbox_rates`), shared by every
+    /// worker of the outbox on every machine; each token is one statement.
+    Outbox,
 }
 
 /// When a route's circuit opens and how often it is probed.
@@ -68,6 +87,14 @@ impl FlowControl {
     /// At most `per_second` deliveries a second (a fraction for fewer).
     pub fn with_rate(mut self, per_second: f64) -> Self {
         self.rate = Some(per_second);
+        self
+    }
+
+    /// At most `per_second` deliveries a second across every worker of the outbox: the
+    /// bucket is a row of the database.
+    pub fn with_shared_rate(mut self, per_second: f64) -> Self {
+        self.rate = Some(per_second);
+        self.rate_scope = RateScope::Outbox;
         self
     }
 
@@ -95,6 +122,12 @@ impl FlowControl {
             return Err(OutboxError::invalid(
                 "flow.rate",
                 "must be a positive rate such as 50/s",
+            ));
+        }
+        if self.rate_scope == RateScope::Outbox && self.rate.is_none() {
+            return Err(OutboxError::invalid(
+                "flow.rate_scope",
+                "an outbox-wide rate scope needs a rate, such as 50/s",
             ));
         }
         if self.concurrency == Some(0) {
@@ -194,6 +227,8 @@ pub(crate) struct Flow {
     route: String,
     cap: Option<usize>,
     bucket: Option<Mutex<Bucket>>,
+    /// The rate and bucket size of a rate shared by the outbox's workers.
+    shared_rate: Option<(f64, f64)>,
     breaker: Option<Mutex<Breaker>>,
 }
 
@@ -235,15 +270,22 @@ impl Flow {
         Flow {
             route: route.to_owned(),
             cap: control.concurrency,
-            bucket: control.rate.map(|rate| {
-                let capacity = rate.max(1.0);
-                Mutex::new(Bucket {
-                    rate,
-                    capacity,
-                    tokens: capacity,
-                    refilled: now,
-                })
-            }),
+            shared_rate: control
+                .rate
+                .filter(|_| control.rate_scope == RateScope::Outbox)
+                .map(|rate| (rate, rate.max(1.0))),
+            bucket: control
+                .rate
+                .filter(|_| control.rate_scope == RateScope::Worker)
+                .map(|rate| {
+                    let capacity = rate.max(1.0);
+                    Mutex::new(Bucket {
+                        rate,
+                        capacity,
+                        tokens: capacity,
+                        refilled: now,
+                    })
+                }),
             breaker: control.breaker.clone().map(|config| {
                 Mutex::new(Breaker {
                     config,
@@ -258,6 +300,12 @@ impl Flow {
     /// The circuit's state, for a route with a breaker.
     pub(crate) fn circuit(&self) -> Option<Circuit> {
         self.breaker.as_ref().map(|breaker| lock(breaker).state)
+    }
+
+    /// A rate shared by the outbox's workers: deliveries a second and the bucket's size
+    /// (one second's tokens, at least one).
+    pub(crate) fn shared_rate(&self) -> Option<(f64, f64)> {
+        self.shared_rate
     }
 
     /// At most this many of the route's rows are delivered in one pass, at once.

@@ -92,7 +92,7 @@ mod store;
 mod worker;
 
 pub use error::OutboxError;
-pub use flow::{BreakerConfig, Circuit, FlowControl, parse_rate};
+pub use flow::{BreakerConfig, Circuit, FlowControl, RateScope, parse_rate};
 pub use journal::JournalQuery;
 pub use route::{MAX_ROUTE_NAME, Route};
 pub use row::{

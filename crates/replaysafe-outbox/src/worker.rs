@@ -567,28 +567,66 @@ impl Worker {
         stopped: &AtomicBool,
     ) -> Option<Ticket<'f>> {
         let left = (lease_ends - self.clock.now()).to_std().unwrap_or_default();
-        let wait = flow.take_token(left)?;
+        let wait = match flow.shared_rate() {
+            Some((per_second, capacity)) => {
+                match self
+                    .store
+                    .take_shared_token(route, per_second, capacity, left, self.clock.now())
+                    .await
+                {
+                    Ok(wait) => wait?,
+                    Err(error) => {
+                        // No token without the bucket: the row goes back unattempted.
+                        tracing::warn!(
+                            target: "replaysafe::outbox",
+                            route,
+                            "taking a token of the route's shared rate: {}",
+                            crate::route::short_error(&error)
+                        );
+                        return None;
+                    }
+                }
+            }
+            None => flow.take_token(left)?,
+        };
         let until = tokio::time::Instant::now() + wait;
         while tokio::time::Instant::now() < until {
             if stopped.load(Ordering::SeqCst) {
-                flow.give_back_token();
+                self.give_back_token(route, flow).await;
                 return None;
             }
             tokio::time::sleep_until(until.min(tokio::time::Instant::now() + STOP_CHECK)).await;
         }
         let ticket = flow.admit(tokio::time::Instant::now());
         let Some(ticket) = ticket else {
-            flow.give_back_token();
+            self.give_back_token(route, flow).await;
             return None;
         };
         if ticket.is_probe() && !self.take_probe(route, flow).await {
             // Another worker of the outbox sends this probe (or the database did not
             // say): the circuit stays open here, the row goes back unattempted.
             drop(ticket);
-            flow.give_back_token();
+            self.give_back_token(route, flow).await;
             return None;
         }
         Some(ticket)
+    }
+
+    /// Gives back the token taken for a row that is then not sent: to the worker's bucket,
+    /// or to the outbox's for a shared rate (a failure to is logged; the bucket refills).
+    async fn give_back_token(&self, route: &str, flow: &Flow) {
+        let Some((_, capacity)) = flow.shared_rate() else {
+            flow.give_back_token();
+            return;
+        };
+        if let Err(error) = self.store.give_back_shared_token(route, capacity).await {
+            tracing::warn!(
+                target: "replaysafe::outbox",
+                route,
+                "giving back a token of the route's shared rate: {}",
+                crate::route::short_error(&error)
+            );
+        }
     }
 
     /// Takes an open circuit's due probe in the outbox, so that one worker sends it; the

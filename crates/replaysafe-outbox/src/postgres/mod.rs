@@ -41,8 +41,9 @@ pub use schema::{SCHEMA_VERSION, check_schema, migrate, schema_version};
 use crate::row::{RowContext, StagedRow, from_millis, millis, prepare};
 use crate::store::{
     CIRCUITS_SQL, CircuitRecord, CircuitValues, ClaimRequest, ClaimedRow, Completion,
-    CompletionResult, OperatorAction, OutboxStore, RECORD_CIRCUIT_SQL, RowSummary, StatusCount,
-    StoreCounters, TAKE_PROBE_SQL, circuit_record, purge_cutoff,
+    CompletionResult, GIVE_BACK_SHARED_TOKEN_SQL, OperatorAction, OutboxStore, RECORD_CIRCUIT_SQL,
+    RowSummary, StatusCount, StoreCounters, TAKE_PROBE_SQL, circuit_record, purge_cutoff,
+    token_wait,
 };
 use crate::{OutboxError, Route, SourceVersion, StageOptions, Staged, Status};
 
@@ -765,6 +766,16 @@ fn summary_row(row: &Row) -> Result<RowSummary, OutboxError> {
     })
 }
 
+/// Refills a shared bucket to now and takes one token (`$1` route, `$2` rate a second,
+/// `$3` capacity, `$4` now in ms), under the row's lock; returns the tokens left (below
+/// zero: owed to deliveries waiting for theirs).
+const TAKE_SHARED_TOKEN_SQL: &str = "INSERT INTO replaysafe_outbox_rates AS r (route, tokens, refilled_at_ms) \
+    VALUES ($1, $3::float8 - 1, $4::int8) ON CONFLICT (route) DO UPDATE SET \
+    tokens = LEAST($3::float8, r.tokens \
+        + GREATEST($4::int8 - r.refilled_at_ms, 0)::float8 / 1000.0 * $2::float8) - 1, \
+    refilled_at_ms = GREATEST(r.refilled_at_ms, $4::int8) \
+    RETURNING tokens";
+
 /// A claim token: 128 random bits, hex.
 fn new_token() -> String {
     format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
@@ -1144,6 +1155,42 @@ impl OutboxStore for PostgresOutbox {
             )
             .await
             .map_err(sql("recording a circuit"))?;
+        Ok(())
+    }
+
+    async fn take_shared_token(
+        &self,
+        route: &str,
+        per_second: f64,
+        capacity: f64,
+        within: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Duration>, OutboxError> {
+        let client = self.client("taking a shared token").await?;
+        let row = client
+            .query_one(
+                TAKE_SHARED_TOKEN_SQL,
+                &[&route, &per_second, &capacity, &millis(now)],
+            )
+            .await
+            .map_err(sql("taking a shared token"))?;
+        let tokens: f64 = row.try_get(0).map_err(sql("taking a shared token"))?;
+        let wait = token_wait(tokens, per_second, within);
+        if wait.is_none() {
+            client
+                .execute(GIVE_BACK_SHARED_TOKEN_SQL, &[&route, &capacity])
+                .await
+                .map_err(sql("giving back a shared token"))?;
+        }
+        Ok(wait)
+    }
+
+    async fn give_back_shared_token(&self, route: &str, capacity: f64) -> Result<(), OutboxError> {
+        let client = self.client("giving back a shared token").await?;
+        client
+            .execute(GIVE_BACK_SHARED_TOKEN_SQL, &[&route, &capacity])
+            .await
+            .map_err(sql("giving back a shared token"))?;
         Ok(())
     }
 

@@ -13,8 +13,8 @@ const MIGRATION_LOCK: i64 = 0x7265_706c_6179_7366; // "replaysf"
 /// Migration `n` brings the schema from version `n - 1` to `n`.
 const MIGRATIONS: [&str; 3] = [V1, crate::sqlite::schema::V2, V3];
 
-/// Version 3: ordering keys, and the circuits of routes with a breaker (shared by the
-/// workers, shown by `outbox status`). A keyed row's place in its key's order (`ordering_seq`) is
+/// Version 3: ordering keys, the circuits of routes with a breaker (shared by the
+/// workers, shown by `outbox status`), and the token buckets of rates shared by them. A keyed row's place in its key's order (`ordering_seq`) is
 /// taken from a sequence by a trigger *after* the trigger takes a transaction-level
 /// advisory lock of the key: a second transaction staging the same key waits until the
 /// first commits or rolls back, so a key's places are in commit order and a worker can
@@ -35,6 +35,11 @@ CREATE TABLE replaysafe_outbox_circuits (
     opened_at_ms     BIGINT,
     next_probe_at_ms BIGINT,
     updated_at_ms    BIGINT NOT NULL
+);
+CREATE TABLE replaysafe_outbox_rates (
+    route          TEXT PRIMARY KEY,
+    tokens         DOUBLE PRECISION NOT NULL,
+    refilled_at_ms BIGINT NOT NULL
 );
 CREATE FUNCTION replaysafe_outbox_order() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

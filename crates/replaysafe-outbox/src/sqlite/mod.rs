@@ -28,8 +28,9 @@ pub use schema::{SCHEMA_VERSION, check_schema, migrate, schema_version};
 use crate::row::{RowContext, StagedRow, from_millis, millis, prepare};
 use crate::store::{
     CIRCUITS_SQL, CircuitRecord, CircuitValues, ClaimRequest, ClaimedRow, Completion,
-    CompletionResult, OperatorAction, OutboxStore, RECORD_CIRCUIT_SQL, RowSummary, StatusCount,
-    StoreCounters, TAKE_PROBE_SQL, circuit_record, purge_cutoff,
+    CompletionResult, GIVE_BACK_SHARED_TOKEN_SQL, OperatorAction, OutboxStore, RECORD_CIRCUIT_SQL,
+    RowSummary, StatusCount, StoreCounters, TAKE_PROBE_SQL, circuit_record, purge_cutoff,
+    token_wait,
 };
 use crate::{OutboxError, Route, SourceVersion, StageOptions, Staged, Status};
 
@@ -975,6 +976,51 @@ impl OutboxStore for SqliteOutbox {
         .await
     }
 
+    async fn take_shared_token(
+        &self,
+        route: &str,
+        per_second: f64,
+        capacity: f64,
+        within: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Duration>, OutboxError> {
+        let name = route.to_owned();
+        let wait = self
+            .run("taking a shared token", move |conn| {
+                let route = name;
+                let tokens: f64 = conn
+                    .prepare_cached(TAKE_SHARED_TOKEN_SQL)
+                    .and_then(|mut s| {
+                        s.query_row(
+                            rusqlite::params![route, per_second, capacity, millis(now)],
+                            |row| row.get(0),
+                        )
+                    })
+                    .map_err(sql("taking a shared token"))?;
+                Ok(token_wait(tokens, per_second, within))
+            })
+            .await?;
+        if wait.is_none() {
+            self.give_back_shared_token(route, capacity).await?;
+        }
+        Ok(wait)
+    }
+
+    async fn give_back_shared_token(&self, route: &str, capacity: f64) -> Result<(), OutboxError> {
+        let route = route.to_owned();
+        self.run("giving back a shared token", move |conn| {
+            conn.prepare_cached(
+                &placeholders(GIVE_BACK_SHARED_TOKEN_SQL)
+                    .replace("LEAST", "min")
+                    .replace("::float8", ""),
+            )
+            .and_then(|mut s| s.execute(rusqlite::params![route, capacity]))
+            .map_err(sql("giving back a shared token"))?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn take_probe(
         &self,
         route: &str,
@@ -992,6 +1038,15 @@ impl OutboxStore for SqliteOutbox {
         .await
     }
 }
+
+/// Refills a shared bucket to now and takes one token (`?1` route, `?2` rate a second,
+/// `?3` capacity, `?4` now in ms); returns the tokens left (below zero: owed).
+const TAKE_SHARED_TOKEN_SQL: &str = "INSERT INTO replaysafe_outbox_rates (route, tokens, refilled_at_ms) \
+    VALUES (?1, ?3 - 1, ?4) ON CONFLICT (route) DO UPDATE SET \
+    tokens = min(?3, replaysafe_outbox_rates.tokens \
+        + max(?4 - replaysafe_outbox_rates.refilled_at_ms, 0) / 1000.0 * ?2) - 1, \
+    refilled_at_ms = max(replaysafe_outbox_rates.refilled_at_ms, ?4) \
+    RETURNING tokens";
 
 /// `$N` placeholders as SQLite's `?N`.
 fn placeholders(statement: &str) -> String {

@@ -26,8 +26,8 @@ ALTER TABLE replaysafe_outbox DROP COLUMN opt_in_expires_at;
 ALTER TABLE replaysafe_outbox_audit ADD COLUMN opt_in TEXT;
 ";
 
-/// Version 3: ordering keys, and the circuits of routes with a breaker (shared by the
-/// workers, shown by `outbox status`). A keyed row gets its place in its key's order when it is
+/// Version 3: ordering keys, the circuits of routes with a breaker (shared by the
+/// workers, shown by `outbox status`), and the token buckets of rates shared by them. A keyed row gets its place in its key's order when it is
 /// first inserted (`ordering_seq`, one more than the key's last; SQLite serializes
 /// writers, so that is the commit order); the partial index serves the claim's check
 /// that no earlier row of the key is waiting and none is claimed.
@@ -45,6 +45,11 @@ CREATE TABLE replaysafe_outbox_circuits (
     opened_at_ms     INTEGER,
     next_probe_at_ms INTEGER,
     updated_at_ms    INTEGER NOT NULL
+);
+CREATE TABLE replaysafe_outbox_rates (
+    route          TEXT PRIMARY KEY NOT NULL,
+    tokens         REAL NOT NULL,
+    refilled_at_ms INTEGER NOT NULL
 );
 CREATE TRIGGER replaysafe_outbox_order AFTER INSERT ON replaysafe_outbox
     WHEN NEW.ordering_key IS NOT NULL

@@ -344,3 +344,73 @@ async fn the_circuit_opens_once_with_many_deliveries_in_flight() {
     assert_eq!(rows.len(), 24);
     assert_eq!(rows.iter().filter(|r| r.attempts == 0).count(), 24 - sent);
 }
+
+/// The fixture's time, moving on with the real one.
+#[derive(Debug)]
+struct Moving {
+    start: chrono::DateTime<chrono::Utc>,
+    since: std::time::Instant,
+}
+
+impl Clock for Moving {
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.start + TimeDelta::from_std(self.since.elapsed()).unwrap()
+    }
+}
+
+/// Two workers of one outbox under a rate of 20/s shared through the database send at
+/// 20/s together, not 20/s each: 50 rows take at least (50 - 20) / 20 = 1.5 s after the
+/// first second's burst.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_rate_holds_for_every_worker_of_the_outbox_together() {
+    let receiver = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("outbox.db");
+    sqlite::SqliteOutbox::open(&path).unwrap();
+    let fixed = Arc::new(FixedClock::new(contexts::now()));
+    let partner = route("partner", &receiver.url());
+    stage(&path, &fixed, &[&partner], 50);
+    let clock: Arc<dyn Clock> = Arc::new(Moving {
+        start: contexts::now(),
+        since: std::time::Instant::now(),
+    });
+    let worker = || {
+        Worker::builder(sqlite::SqliteOutbox::open(&path).unwrap())
+            .add_route(partner.clone())
+            .flow("partner", FlowControl::new().with_shared_rate(20.0))
+            .in_flight(4)
+            .clock(clock.clone())
+            .build()
+            .unwrap()
+    };
+    let (first, second) = (worker(), worker());
+    let started = clock.now();
+    let (a, b) = tokio::join!(first.drain(), second.drain());
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let took = (clock.now() - started).to_std().unwrap();
+    assert_eq!(receiver.requests().len(), 50, "{a:?} {b:?}");
+    assert!(a.delivered > 0 && b.delivered > 0, "{a:?} {b:?}");
+    assert!(
+        took >= Duration::from_millis(1450),
+        "50 deliveries at 20/s after a burst of 20 took {took:?}"
+    );
+}
+
+#[test]
+fn an_outbox_rate_scope_needs_a_rate() {
+    let flow: FlowControl =
+        serde_json::from_str(r#"{"rate": "5/s", "rate_scope": "outbox"}"#).unwrap();
+    assert_eq!(flow, FlowControl::new().with_shared_rate(5.0));
+    assert!(serde_json::from_str::<FlowControl>(r#"{"rate_scope": "everyone"}"#).is_err());
+    let store =
+        sqlite::SqliteOutbox::open(tempfile::tempdir().unwrap().path().join("o.db")).unwrap();
+    let error = Worker::builder(store)
+        .add_route(route("partner", "http://127.0.0.1:9/hooks"))
+        .flow(
+            "partner",
+            serde_json::from_str(r#"{"rate_scope": "outbox"}"#).unwrap(),
+        )
+        .build()
+        .unwrap_err();
+    assert!(error.to_string().contains("flow.rate_scope"), "{error}");
+}

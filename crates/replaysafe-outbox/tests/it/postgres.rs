@@ -1249,3 +1249,50 @@ async fn circuits_are_shared_and_one_worker_takes_each_due_probe() {
     let circuits = other.circuits().await.unwrap();
     assert!(!circuits[0].open && circuits[0].opened_at.is_none());
 }
+
+/// A rate's bucket shared through PostgreSQL: a second's burst, then tokens owed one
+/// interval apart; one whose wait is longer than allowed is not taken; time refills it.
+#[tokio::test]
+async fn a_shared_rates_bucket_hands_tokens_at_its_rate_to_every_worker() {
+    let fx = PgFixture::new().await;
+    let other = PostgresOutbox::connect(&fx.url).await.unwrap();
+    let now = contexts::now();
+    let take = |store: &PostgresOutbox, within: Duration, at| {
+        let store = store.clone();
+        async move {
+            store
+                .take_shared_token("partner", 2.0, 2.0, within, at)
+                .await
+                .unwrap()
+        }
+    };
+    let long = Duration::from_secs(60);
+    assert_eq!(take(&fx.outbox, long, now).await, Some(Duration::ZERO));
+    assert_eq!(take(&other, long, now).await, Some(Duration::ZERO));
+    // The bucket is empty: the next token is owed half a second from now, the one after
+    // a second; one that may wait a quarter of a second only is not taken.
+    assert_eq!(
+        take(&other, long, now).await,
+        Some(Duration::from_millis(500))
+    );
+    assert_eq!(
+        take(&fx.outbox, Duration::from_millis(250), now).await,
+        None
+    );
+    assert_eq!(
+        take(&fx.outbox, long, now).await,
+        Some(Duration::from_secs(1))
+    );
+    // Given back, then three seconds later: full again (two tokens), never more.
+    fx.outbox
+        .give_back_shared_token("partner", 2.0)
+        .await
+        .unwrap();
+    let later = now + TimeDelta::seconds(3);
+    assert_eq!(take(&fx.outbox, long, later).await, Some(Duration::ZERO));
+    assert_eq!(take(&other, long, later).await, Some(Duration::ZERO));
+    assert_eq!(
+        take(&other, long, later).await,
+        Some(Duration::from_millis(500))
+    );
+}
