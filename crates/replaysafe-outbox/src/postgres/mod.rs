@@ -636,7 +636,10 @@ async fn listen(config: Config, wake: Arc<Notify>) {
 
 /// The claim, in one statement: expired leases first, then due pending rows, each locked
 /// with `FOR UPDATE SKIP LOCKED` so concurrent claims never take one row; the reclaimed
-/// ones are counted in the same statement.
+/// ones are counted in the same statement. Due rows are read route by route from
+/// `replaysafe_outbox_route_due` (each route's oldest, then the oldest of those), so the
+/// due rows of a route left out of the claim (its circuit open, another worker's) are
+/// never scanned past; a route's candidates not taken stay locked only for the statement.
 ///
 /// A keyed row is taken only in its turn: a pending one when no other row of its key is
 /// claimed and none placed before it is pending; an expired claim when no other claim of
@@ -654,12 +657,16 @@ const CLAIM_SQL: &str = "WITH reclaim AS (
         AND (k.lease_until_ms > $3 OR k.ordering_seq < r.ordering_seq)))
     ORDER BY lease_until_ms LIMIT $4 FOR UPDATE SKIP LOCKED),
 fresh AS (
-    SELECT idempotency_key FROM replaysafe_outbox r
-    WHERE status = 'pending' AND next_attempt_at_ms <= $3 AND route = ANY($5) AND (ordering_key IS NULL OR NOT EXISTS (
-        SELECT 1 FROM replaysafe_outbox k WHERE k.ordering_key = r.ordering_key
-        AND k.status IN ('pending', 'claimed') AND k.idempotency_key <> r.idempotency_key
-        AND (k.status = 'claimed' OR k.ordering_seq < r.ordering_seq)))
-    ORDER BY next_attempt_at_ms LIMIT $4 FOR UPDATE SKIP LOCKED),
+    SELECT due.idempotency_key FROM unnest($5::text[]) AS wanted(route)
+    CROSS JOIN LATERAL (
+        SELECT r.idempotency_key, r.next_attempt_at_ms FROM replaysafe_outbox r
+        WHERE r.route = wanted.route AND r.status = 'pending' AND r.next_attempt_at_ms <= $3
+        AND (r.ordering_key IS NULL OR NOT EXISTS (
+            SELECT 1 FROM replaysafe_outbox k WHERE k.ordering_key = r.ordering_key
+            AND k.status IN ('pending', 'claimed') AND k.idempotency_key <> r.idempotency_key
+            AND (k.status = 'claimed' OR k.ordering_seq < r.ordering_seq)))
+        ORDER BY r.next_attempt_at_ms LIMIT $4 FOR UPDATE OF r SKIP LOCKED) due
+    ORDER BY due.next_attempt_at_ms LIMIT $4),
 picked AS (
     SELECT idempotency_key, true AS reclaimed FROM reclaim
     UNION ALL SELECT idempotency_key, false FROM fresh
@@ -681,9 +688,13 @@ SELECT * FROM claimed";
 
 /// The claim's scan of due rows alone, for `EXPLAIN` (`$1` now in milliseconds, `$2` the
 /// routes, `$3` the batch size).
-pub const CLAIM_SCAN_SQL: &str = "SELECT idempotency_key FROM replaysafe_outbox
-    WHERE status = 'pending' AND next_attempt_at_ms <= $1 AND route = ANY($2)
-    ORDER BY next_attempt_at_ms LIMIT $3 FOR UPDATE SKIP LOCKED";
+pub const CLAIM_SCAN_SQL: &str =
+    "SELECT due.idempotency_key FROM unnest($2::text[]) AS wanted(route)
+    CROSS JOIN LATERAL (
+        SELECT r.idempotency_key, r.next_attempt_at_ms FROM replaysafe_outbox r
+        WHERE r.route = wanted.route AND r.status = 'pending' AND r.next_attempt_at_ms <= $1
+        ORDER BY r.next_attempt_at_ms LIMIT $3 FOR UPDATE OF r SKIP LOCKED) due
+    ORDER BY due.next_attempt_at_ms LIMIT $3";
 
 /// The columns of a row as [`claimed_row`] reads them, after a leading column saying whether
 /// the row is claimed again after a lease ran out.

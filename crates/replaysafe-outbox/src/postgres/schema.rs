@@ -14,7 +14,8 @@ const MIGRATION_LOCK: i64 = 0x7265_706c_6179_7366; // "replaysf"
 const MIGRATIONS: [&str; 3] = [V1, crate::sqlite::schema::V2, V3];
 
 /// Version 3: ordering keys, the circuits of routes with a breaker (shared by the
-/// workers, shown by `outbox status`), and the token buckets of rates shared by them. A keyed row's place in its key's order (`ordering_seq`) is
+/// workers, shown by `outbox status`), the token buckets of rates shared by them, and an
+/// index of each route's due rows (a claim reads each route's own range). A keyed row's place in its key's order (`ordering_seq`) is
 /// taken from a sequence by a trigger *after* the trigger takes a transaction-level
 /// advisory lock of the key: a second transaction staging the same key waits until the
 /// first commits or rolls back, so a key's places are in commit order and a worker can
@@ -28,6 +29,8 @@ ALTER TABLE replaysafe_outbox ADD COLUMN ordering_seq BIGINT;
 CREATE SEQUENCE replaysafe_outbox_ordering_seq;
 CREATE INDEX replaysafe_outbox_ordering ON replaysafe_outbox (ordering_key, ordering_seq)
     WHERE ordering_key IS NOT NULL AND status IN ('pending', 'claimed');
+CREATE INDEX replaysafe_outbox_route_due ON replaysafe_outbox (route, next_attempt_at_ms)
+    WHERE status = 'pending';
 CREATE TABLE replaysafe_outbox_circuits (
     route            TEXT PRIMARY KEY,
     state            TEXT NOT NULL CHECK (state IN ('closed', 'open')),

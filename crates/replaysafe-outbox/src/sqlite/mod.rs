@@ -428,12 +428,26 @@ fn claim(conn: &mut Connection, request: &ClaimRequest) -> Result<Vec<ClaimedRow
              WHERE status = 'claimed' AND lease_until_ms <= ?3 AND route IN ({routes}) \
              AND {RECLAIM_IN_TURN} ORDER BY lease_until_ms LIMIT ?4) RETURNING {CLAIM_COLUMNS}"
         );
+        // Each route's due rows from its own index range, then the oldest of them: a
+        // route left out of the claim (its circuit open, no token at hand, another
+        // worker's) keeps its due rows in the table, and one scan of every due row would
+        // pass them all on each claim.
+        let per_route = (0..request.routes.len())
+            .map(|i| {
+                format!(
+                    "SELECT * FROM (SELECT idempotency_key, next_attempt_at_ms FROM replaysafe_outbox r \
+                     WHERE route = ?{} AND status = 'pending' AND next_attempt_at_ms <= ?3 \
+                     AND {IN_TURN} ORDER BY next_attempt_at_ms LIMIT ?4)",
+                    5 + i
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ");
         let fresh = format!(
             "UPDATE replaysafe_outbox SET status = 'claimed', claim_token = ?1, lease_until_ms = ?2, \
              attempts = attempts + 1, updated_at_ms = ?3 \
-             WHERE idempotency_key IN (SELECT idempotency_key FROM replaysafe_outbox r \
-             WHERE status = 'pending' AND next_attempt_at_ms <= ?3 AND route IN ({routes}) \
-             AND {IN_TURN} ORDER BY next_attempt_at_ms LIMIT ?4) RETURNING {CLAIM_COLUMNS}"
+             WHERE idempotency_key IN (SELECT idempotency_key FROM ({per_route}) \
+             ORDER BY next_attempt_at_ms LIMIT ?4) RETURNING {CLAIM_COLUMNS}"
         );
         for (query, reclaiming) in [(reclaim, true), (fresh, false)] {
             let room = i64::from(request.limit) - i64::try_from(claimed.len()).unwrap_or(0);

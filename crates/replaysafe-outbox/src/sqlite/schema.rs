@@ -27,7 +27,8 @@ ALTER TABLE replaysafe_outbox_audit ADD COLUMN opt_in TEXT;
 ";
 
 /// Version 3: ordering keys, the circuits of routes with a breaker (shared by the
-/// workers, shown by `outbox status`), and the token buckets of rates shared by them. A keyed row gets its place in its key's order when it is
+/// workers, shown by `outbox status`), the token buckets of rates shared by them, and an
+/// index of each route's due rows (a claim reads each route's own range). A keyed row gets its place in its key's order when it is
 /// first inserted (`ordering_seq`, one more than the key's last; SQLite serializes
 /// writers, so that is the commit order); the partial index serves the claim's check
 /// that no earlier row of the key is waiting and none is claimed.
@@ -38,6 +39,8 @@ CREATE INDEX replaysafe_outbox_ordering ON replaysafe_outbox (ordering_key, orde
     WHERE ordering_key IS NOT NULL AND status IN ('pending', 'claimed');
 CREATE INDEX replaysafe_outbox_ordering_seq ON replaysafe_outbox (ordering_key, ordering_seq)
     WHERE ordering_key IS NOT NULL;
+CREATE INDEX replaysafe_outbox_route_due ON replaysafe_outbox (route, next_attempt_at_ms)
+    WHERE status = 'pending';
 CREATE TABLE replaysafe_outbox_circuits (
     route            TEXT PRIMARY KEY NOT NULL,
     state            TEXT NOT NULL CHECK (state IN ('closed', 'open')),
