@@ -506,3 +506,49 @@ mod on_postgres {
         );
     }
 }
+
+/// A worker of more routes than a claim reads one index range each of (SQLite's compound
+/// query limit) claims with one scan of the due rows, keys still in turn.
+#[tokio::test]
+async fn a_worker_of_many_routes_still_claims_each_keys_rows_in_turn() {
+    let fx = Fixture::new();
+    let recorder = Recorder::default();
+    let journal = Arc::new(MemoryJournal::new());
+    let routes: Vec<Route<Recorder>> = (0..520)
+        .map(|i| {
+            Route::new(
+                format!("route_{i}"),
+                Guard::with_shared_journal(recorder.clone(), journal.clone()),
+            )
+            .unwrap()
+        })
+        .collect();
+    {
+        let mut conn = fx.connection();
+        let tx = conn.transaction().unwrap();
+        for (route, key, n) in [(0, "a", 1), (519, "a", 2), (519, "-", 1)] {
+            sqlite::stage_with(
+                &tx,
+                &fx.live(),
+                &routes[route],
+                &keyed(key, n),
+                &options(key),
+            )
+            .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let worker = routes
+        .iter()
+        .fold(Worker::builder(fx.store()), |builder, route| {
+            builder.add_route(route.clone())
+        })
+        .clock(fx.clock.clone())
+        .build()
+        .unwrap();
+    let first = worker.run_once().await.unwrap();
+    assert_eq!(first.delivered, 2, "a.1 and the keyless row, not a.2");
+    assert_eq!(recorder.order("a"), [1]);
+    worker.drain().await.unwrap();
+    assert_eq!(recorder.order("a"), [1, 2]);
+}
