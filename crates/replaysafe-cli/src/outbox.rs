@@ -400,6 +400,7 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
             let in_doubt = store.in_doubt(now).await.map_err(chain)?;
             let counters = store.counters().await.map_err(chain)?;
             let circuits = store.circuits().await.map_err(chain)?;
+            let in_key_order = store.waiting_in_key_order().await.map_err(chain)?;
             spinner.finish_and_clear();
             let mut by_status: BTreeMap<&str, u64> =
                 Status::ALL.iter().map(|s| (s.as_str(), 0)).collect();
@@ -419,6 +420,7 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
                     "in_doubt": in_doubt,
                     "stale_completions": counters.stale_completions,
                     "reclaimed": counters.reclaimed,
+                    "waiting_in_key_order": in_key_order,
                     "circuits": circuits.iter().map(|c| serde_json::json!({
                         "route": c.route,
                         "state": if c.open { "open" } else { "closed" },
@@ -459,6 +461,11 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
                     "stale completions rejected: {}, rows reclaimed: {}",
                     counters.stale_completions, counters.reclaimed
                 );
+                if in_key_order > 0 {
+                    println!(
+                        "waiting in key order: {in_key_order} (pending rows behind an earlier row of their ordering key, claimed or pending)"
+                    );
+                }
                 for c in &circuits {
                     let at = |time: Option<chrono::DateTime<chrono::Utc>>| {
                         time.map_or("?".to_owned(), replaysafe_core::rfc3339)

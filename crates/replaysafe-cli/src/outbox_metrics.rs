@@ -22,6 +22,8 @@ pub struct Queue {
     reclaimed: u64,
     /// The circuits of routes with a breaker, as the workers recorded them.
     circuits: Vec<replaysafe_outbox::CircuitRecord>,
+    /// Pending rows behind an earlier row of their ordering key.
+    in_key_order: u64,
 }
 
 impl Queue {
@@ -41,7 +43,9 @@ impl Queue {
         let in_doubt = store.in_doubt(now).await.map_err(chain)?;
         let counters = store.counters().await.map_err(chain)?;
         let circuits = store.circuits().await.map_err(chain)?;
+        let in_key_order = store.waiting_in_key_order().await.map_err(chain)?;
         Ok(Queue {
+            in_key_order,
             rows,
             oldest_pending_seconds: oldest.map(|age| age.as_secs()),
             in_doubt,
@@ -103,6 +107,11 @@ impl Queue {
             "replaysafe_outbox_dead_letters",
             "Rows dead-lettered: failed for good or out of attempts.",
             total(Status::Dead),
+        );
+        gauge(
+            "replaysafe_outbox_waiting_in_key_order_rows",
+            "Pending rows behind an earlier row of their ordering key (not claimable until it is done).",
+            self.in_key_order,
         );
         gauge(
             "replaysafe_outbox_in_doubt_rows",
@@ -270,6 +279,7 @@ mod tests {
             stale_completions: 0,
             reclaimed: 0,
             circuits: Vec::new(),
+            in_key_order: 0,
         };
         let text = queue.exposition();
         assert!(text.contains("replaysafe_outbox_rows{status=\"pending\",route=\"partner\"} 2"));

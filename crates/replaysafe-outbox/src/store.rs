@@ -402,6 +402,14 @@ impl CircuitRecord {
     }
 }
 
+/// Pending rows that wait for an earlier row of their ordering key (one claimed, or one
+/// placed before them still pending), for both databases.
+pub(crate) const WAITING_IN_KEY_ORDER_SQL: &str = "SELECT COUNT(*) FROM replaysafe_outbox r \
+    WHERE r.status = 'pending' AND r.ordering_key IS NOT NULL AND EXISTS ( \
+    SELECT 1 FROM replaysafe_outbox o WHERE o.ordering_key = r.ordering_key \
+    AND o.status IN ('pending', 'claimed') AND o.idempotency_key <> r.idempotency_key \
+    AND (o.status = 'claimed' OR o.ordering_seq < r.ordering_seq))";
+
 /// The circuits, for both databases.
 pub(crate) const CIRCUITS_SQL: &str = "SELECT route, state, failures, opened_at_ms, \
     next_probe_at_ms, updated_at_ms FROM replaysafe_outbox_circuits ORDER BY route";
@@ -563,6 +571,13 @@ pub trait OutboxStore: Send + Sync + fmt::Debug {
 
     /// Totals kept across processes.
     async fn counters(&self) -> Result<StoreCounters, OutboxError>;
+
+    /// Pending rows that wait for an earlier row of their ordering key: not claimable
+    /// until it is delivered, suppressed or dead. The default, for a store without
+    /// ordering keys, has none.
+    async fn waiting_in_key_order(&self) -> Result<u64, OutboxError> {
+        Ok(0)
+    }
 
     /// The circuits of routes with a breaker, as workers recorded them, by route name.
     /// The default, for a store without a circuits table, has none: each worker's

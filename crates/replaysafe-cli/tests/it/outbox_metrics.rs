@@ -119,6 +119,10 @@ fn status_and_the_worker_serve_queue_metrics_prometheus_parses() {
         sample(&samples, "replaysafe_outbox_dead_letters", &[]),
         Some(0.0)
     );
+    assert_eq!(
+        sample(&samples, "replaysafe_outbox_waiting_in_key_order_rows", &[]),
+        Some(0.0)
+    );
 
     // A worker serving its metrics: scraped while it runs, after it delivered.
     let port = std::net::TcpListener::bind("127.0.0.1:0")

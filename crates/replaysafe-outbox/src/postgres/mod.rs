@@ -42,8 +42,8 @@ use crate::row::{RowContext, StagedRow, from_millis, millis, prepare};
 use crate::store::{
     CIRCUITS_SQL, CircuitRecord, CircuitValues, ClaimRequest, ClaimedRow, Completion,
     CompletionResult, GIVE_BACK_SHARED_TOKEN_SQL, OperatorAction, OutboxStore, RECORD_CIRCUIT_SQL,
-    RowSummary, StatusCount, StoreCounters, TAKE_PROBE_SQL, circuit_record, purge_cutoff,
-    token_wait,
+    RowSummary, StatusCount, StoreCounters, TAKE_PROBE_SQL, WAITING_IN_KEY_ORDER_SQL,
+    circuit_record, purge_cutoff, token_wait,
 };
 use crate::{OutboxError, Route, SourceVersion, StageOptions, Staged, Status};
 
@@ -1127,6 +1127,15 @@ impl OutboxStore for PostgresOutbox {
         } else {
             tokio::time::sleep(within).await;
         }
+    }
+
+    async fn waiting_in_key_order(&self) -> Result<u64, OutboxError> {
+        let client = self.client("counting rows waiting in key order").await?;
+        let row = client
+            .query_one(WAITING_IN_KEY_ORDER_SQL, &[])
+            .await
+            .map_err(sql("counting rows waiting in key order"))?;
+        Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
     }
 
     async fn circuits(&self) -> Result<Vec<CircuitRecord>, OutboxError> {

@@ -29,8 +29,8 @@ use crate::row::{RowContext, StagedRow, from_millis, millis, prepare};
 use crate::store::{
     CIRCUITS_SQL, CircuitRecord, CircuitValues, ClaimRequest, ClaimedRow, Completion,
     CompletionResult, GIVE_BACK_SHARED_TOKEN_SQL, OperatorAction, OutboxStore, RECORD_CIRCUIT_SQL,
-    RowSummary, StatusCount, StoreCounters, TAKE_PROBE_SQL, circuit_record, purge_cutoff,
-    token_wait,
+    RowSummary, StatusCount, StoreCounters, TAKE_PROBE_SQL, WAITING_IN_KEY_ORDER_SQL,
+    circuit_record, purge_cutoff, token_wait,
 };
 use crate::{OutboxError, Route, SourceVersion, StageOptions, Staged, Status};
 
@@ -956,6 +956,16 @@ impl OutboxStore for SqliteOutbox {
                 stale_completions: read("stale_completions")?,
                 reclaimed: read("reclaimed")?,
             })
+        })
+        .await
+    }
+
+    async fn waiting_in_key_order(&self) -> Result<u64, OutboxError> {
+        self.run("counting rows waiting in key order", |conn| {
+            let rows: i64 = conn
+                .query_row(WAITING_IN_KEY_ORDER_SQL, [], |r| r.get(0))
+                .map_err(sql("counting rows waiting in key order"))?;
+            Ok(u64::try_from(rows).unwrap_or(0))
         })
         .await
     }

@@ -188,8 +188,12 @@ async fn a_claim_takes_only_each_keys_first_waiting_row_and_every_keyless_row() 
         (Some("a".to_owned()), Some("b".to_owned()), None)
     );
 
+    // a.2, a.3 and b.2 wait behind the first row of their key.
+    assert_eq!(store.waiting_in_key_order().await.unwrap(), 3);
+
     let first = store.claim(&request(&fx)).await.unwrap();
     assert_eq!(names(&book, &first), ["-.1", "-.2", "a.1", "b.1"]);
+    assert_eq!(store.waiting_in_key_order().await.unwrap(), 3);
     assert!(
         store.claim(&request(&fx)).await.unwrap().is_empty(),
         "a key with a row claimed gives no other"
@@ -214,6 +218,11 @@ async fn a_claim_takes_only_each_keys_first_waiting_row_and_every_keyless_row() 
         )
         .await
         .unwrap();
+    assert_eq!(
+        store.waiting_in_key_order().await.unwrap(),
+        1,
+        "a.3 behind a.2; b.2 free once b.1 is dead"
+    );
     let second = store.claim(&request(&fx)).await.unwrap();
     assert_eq!(names(&book, &second), ["a.2", "b.2"]);
 
@@ -432,6 +441,7 @@ mod on_postgres {
             .await
             .expect("the second staging goes on once the first commits")
             .unwrap();
+        assert_eq!(fx.outbox.waiting_in_key_order().await.unwrap(), 1);
         let next = fx.outbox.claim(&request(&fx)).await.unwrap();
         assert_eq!(
             next.iter().map(|r| r.key()).collect::<Vec<_>>(),
