@@ -229,6 +229,9 @@ pub(crate) struct Flow {
     bucket: Option<Mutex<Bucket>>,
     /// The rate and bucket size of a rate shared by the outbox's workers.
     shared_rate: Option<(f64, f64)>,
+    /// Until when the worker claims none of the route's rows: the shared bucket had no
+    /// token within a lease, or could not be read.
+    shared_hold: Mutex<Option<Instant>>,
     breaker: Option<Mutex<Breaker>>,
 }
 
@@ -274,6 +277,7 @@ impl Flow {
                 .rate
                 .filter(|_| control.rate_scope == RateScope::Outbox)
                 .map(|rate| (rate, rate.max(1.0))),
+            shared_hold: Mutex::new(None),
             bucket: control
                 .rate
                 .filter(|_| control.rate_scope == RateScope::Worker)
@@ -329,7 +333,15 @@ impl Flow {
             bucket.refill(now);
             bucket.tokens >= 1.0
         });
-        circuit && token
+        let held = lock(&self.shared_hold).is_some_and(|until| now < until);
+        circuit && token && !held
+    }
+
+    /// Claims none of the route's rows until `until`: its shared bucket gave no token in
+    /// time (or could not be read), so claiming them again at once would only give them
+    /// back again.
+    pub(crate) fn hold_shared_rate(&self, until: Instant) {
+        *lock(&self.shared_hold) = Some(until);
     }
 
     /// Takes a token of the route's rate: the wait before it is due, or `None` (nothing

@@ -574,8 +574,13 @@ impl Worker {
                     .take_shared_token(route, per_second, capacity, left, self.clock.now())
                     .await
                 {
-                    Ok(wait) => wait?,
+                    Ok(Some(wait)) => wait,
+                    Ok(None) => {
+                        flow.hold_shared_rate(tokio::time::Instant::now() + self.poll);
+                        return None;
+                    }
                     Err(error) => {
+                        flow.hold_shared_rate(tokio::time::Instant::now() + self.poll);
                         // No token without the bucket: the row goes back unattempted.
                         tracing::warn!(
                             target: "replaysafe::outbox",

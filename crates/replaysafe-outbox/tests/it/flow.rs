@@ -414,3 +414,33 @@ fn an_outbox_rate_scope_needs_a_rate() {
         .unwrap_err();
     assert!(error.to_string().contains("flow.rate_scope"), "{error}");
 }
+
+/// A shared rate slower than the lease: the rows that get no token in time go back
+/// unattempted and the worker leaves the route alone for a poll interval, rather than
+/// claiming and giving them back in a loop (a drain then ends).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_rate_slower_than_the_lease_holds_the_route_instead_of_spinning() {
+    let receiver = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("outbox.db");
+    let store = sqlite::SqliteOutbox::open(&path).unwrap();
+    let clock = Arc::new(FixedClock::new(contexts::now()));
+    let partner = route("partner", &receiver.url());
+    stage(&path, &clock, &[&partner], 3);
+    let worker = Worker::builder(store.clone())
+        .add_route(partner)
+        .flow("partner", FlowControl::new().with_shared_rate(1.0 / 3600.0))
+        .lease(Duration::from_secs(1))
+        .poll_interval(Duration::from_secs(60))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let stats = tokio::time::timeout(Duration::from_secs(20), worker.drain())
+        .await
+        .expect("the drain ends: the route is held, not claimed again at once")
+        .unwrap();
+    assert_eq!(receiver.requests().len(), 1, "one token an hour: {stats:?}");
+    let pending = store.list(Status::Pending, 10).await.unwrap();
+    assert_eq!(pending.len(), 2);
+    assert!(pending.iter().all(|r| r.attempts == 0), "{pending:?}");
+}
