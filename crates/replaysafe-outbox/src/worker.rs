@@ -154,8 +154,10 @@ impl WorkerBuilder {
         self
     }
 
-    /// Flow control for the route `name`: a rate, a cap on its deliveries in flight, a
-    /// circuit breaker (see [`FlowControl`]); within this worker process.
+    /// Flow control for the route `name` (see [`FlowControl`]): a cap on its deliveries
+    /// in flight in this worker process, a rate of this process or shared by every worker
+    /// of the outbox (`rate_scope`), and a circuit breaker recorded in the outbox, which
+    /// every worker with a breaker for the route follows.
     pub fn flow(mut self, name: impl Into<String>, control: FlowControl) -> Self {
         self.flows.push((name.into(), control));
         self
