@@ -1,11 +1,14 @@
 //! `cargo xtask soak ledger`: the ledger's crash test, with real processes.
 //!
 //! The controller creates a fresh database on the PostgreSQL server at `--postgres-url`
-//! or `REPLAYSAFE_TEST_POSTGRES_URL`, starts a loopback receiver that counts every
-//! request it gets per idempotency key (it drops nothing), and runs `--processes` worker
-//! processes (this program, `worker` mode). Each worker sends its list of `--effects`
-//! effects, one at a time, through a [`Guard`] whose journal is a [`PostgresJournal`] in
-//! that database: half the list is keys every worker shares, half keys of its own; half
+//! or `REPLAYSAFE_TEST_POSTGRES_URL` (with `--journal jsonl`, a fresh JSON Lines file
+//! instead), starts a loopback receiver that counts every request it gets per
+//! idempotency key (it drops nothing), and runs `--processes` worker processes (this
+//! program, `worker` mode). Each worker sends its list of `--effects` effects,
+//! `--in-flight` at a time (default one), through a [`Guard`] whose journal is a
+//! [`PostgresJournal`] in that database, or a [`JsonlJournal`] on that one file shared by
+//! every worker (whose records of deliveries in flight are written together: group
+//! commit): half the list is keys every worker shares, half keys of its own; half
 //! is notes (an email-like receiver: its client's `dedupes_by_key()` is false, so a key
 //! in doubt is never sent again) and half webhooks (`Idempotency-Key`: a key in doubt is
 //! sent again under the same key).
@@ -30,11 +33,14 @@
 //! key nobody had. It writes its figures as JSON to `--out`.
 //!
 //! ```text
-//! ledger_soak [--kills N] [--processes P] [--effects E] [--postgres-url URL] [--out FILE]
+//! ledger_soak [--kills N] [--processes P] [--effects E] [--in-flight F]
+//!             [--journal postgres|jsonl] [--postgres-url URL] [--out FILE]
 //! ledger_soak worker --notes URL --hooks URL --slot K --run R --effects E --window START/END
+//!                    --journal postgres|jsonl --in-flight F
 //! ```
 //!
-//! A worker finds its database in `REPLAYSAFE_JOURNAL`, so no password is on a command line.
+//! A worker finds its database (or file) in `REPLAYSAFE_JOURNAL`, so no password is on a
+//! command line.
 
 #[path = "soak_common.rs"]
 mod soak_common;
@@ -57,14 +63,14 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use replaysafe::http::{Call, Endpoint, HttpClient, IpNetwork, Method, SsrfPolicy};
-use replaysafe::journal::{JournalDecision, JournalRecord, NoopJournal};
+use replaysafe::journal::{JournalDecision, JournalReader, JournalRecord, NoopJournal};
 use replaysafe::outbox::JournalQuery;
 use replaysafe::outbox::postgres::{self, PostgresJournal};
 use replaysafe::outbox::tokio_postgres::NoTls;
 use replaysafe::webhook::{Webhook, WebhookClient};
 use replaysafe::{
-    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal, Outcome,
-    Reason, ReplayContext, RunKind, Window,
+    Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, Journal,
+    JsonlJournal, Outcome, Reason, ReplayContext, RunKind, Window,
 };
 
 const PIPELINE: &str = "ledger_soak";
@@ -213,28 +219,41 @@ fn soak_context(window: &str, run_id: &str) -> anyhow::Result<ReplayContext> {
         .build()?)
 }
 
-/// A worker process: sends its whole list, one effect at a time, then exits 0.
+/// A worker process: sends its whole list, `--in-flight` effects at a time, then exits 0.
 async fn worker(args: &[String]) -> anyhow::Result<()> {
+    use futures_util::StreamExt;
     let notes = flag(args, "--notes").context("--notes")?;
     let hooks = flag(args, "--hooks").context("--hooks")?;
     let slot = flag(args, "--slot").context("--slot")?;
     let run = flag(args, "--run").context("--run")?;
     let effects: usize = flag(args, "--effects").context("--effects")?.parse()?;
     let window = flag(args, "--window").context("--window")?;
-    let database = std::env::var("REPLAYSAFE_JOURNAL").context("REPLAYSAFE_JOURNAL")?;
-    let journal: Arc<dyn Journal> = Arc::new(PostgresJournal::connect(
-        postgres::parse_url(&database)?,
-        "the soak database",
-    )?);
+    let in_flight: usize = flag(args, "--in-flight").unwrap_or("1").parse()?;
+    let location = std::env::var("REPLAYSAFE_JOURNAL").context("REPLAYSAFE_JOURNAL")?;
+    let journal: Arc<dyn Journal> = match flag(args, "--journal").unwrap_or("postgres") {
+        "jsonl" => Arc::new(JsonlJournal::open(&location)?),
+        _ => Arc::new(PostgresJournal::connect(
+            postgres::parse_url(&location)?,
+            "the soak database",
+        )?),
+    };
     let clients = Clients::new(notes, hooks, slot, &GuardLayer::new(journal))?;
     let cx = soak_context(window, &format!("scheduled__ledger_soak__{slot}_{run}"))?;
     let (mut delivered, mut already, mut in_doubt) = (0u64, 0u64, 0u64);
-    for planned in plan(slot.parse()?, effects) {
-        let reasons = match &planned {
-            Planned::Note(note) => reasons(clients.notes.send(&cx, note).await?),
-            Planned::Hook(hook) => reasons(clients.hooks.send(&cx, hook).await?),
-        };
-        match reasons {
+    let list = plan(slot.parse()?, effects);
+    let mut sends = futures_util::stream::iter(&list)
+        .map(|planned| {
+            let (clients, cx) = (&clients, &cx);
+            async move {
+                anyhow::Ok(match planned {
+                    Planned::Note(note) => reasons(clients.notes.send(cx, note).await?),
+                    Planned::Hook(hook) => reasons(clients.hooks.send(cx, hook).await?),
+                })
+            }
+        })
+        .buffered(in_flight.max(1));
+    while let Some(reasons) = sends.next().await {
+        match reasons? {
             None => delivered += 1,
             Some(reasons) if reasons.contains(&Reason::AlreadyDelivered) => already += 1,
             Some(reasons) if reasons.contains(&Reason::InDoubt) => in_doubt += 1,
@@ -386,7 +405,10 @@ async fn receive(shared: Arc<Shared>, headers: HeaderMap, kind: Kind) -> StatusC
 
 /// How a worker is started.
 struct Launch {
+    /// The journal's database URL, or its file.
     database: String,
+    journal: Backend,
+    in_flight: usize,
     notes: String,
     hooks: String,
     effects: usize,
@@ -400,6 +422,8 @@ impl Launch {
             .args(["--slot", &slot.to_string(), "--run", &run.to_string()])
             .args(["--effects", &self.effects.to_string()])
             .args(["--window", &self.window])
+            .args(["--journal", self.journal.name()])
+            .args(["--in-flight", &self.in_flight.to_string()])
             .env("REPLAYSAFE_JOURNAL", &self.database)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -426,6 +450,22 @@ fn ended(slot: usize, child: &mut Child) -> anyhow::Result<Option<()>> {
     }
 }
 
+/// Where the workers' journal is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Backend {
+    Postgres,
+    Jsonl,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Postgres => "postgres",
+            Backend::Jsonl => "jsonl",
+        }
+    }
+}
+
 /// What the journal says of one key.
 #[derive(Debug, Default)]
 struct Lines {
@@ -438,24 +478,58 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
     let kills: u64 = flag(args, "--kills").unwrap_or("30").parse()?;
     let processes: usize = flag(args, "--processes").unwrap_or("8").parse()?;
     let effects: usize = flag(args, "--effects").unwrap_or("1000").parse()?;
+    let in_flight: usize = flag(args, "--in-flight").unwrap_or("1").parse()?;
+    let backend = match flag(args, "--journal").unwrap_or("postgres") {
+        "postgres" => Backend::Postgres,
+        "jsonl" => Backend::Jsonl,
+        other => bail!("--journal: postgres or jsonl, not {other:?}"),
+    };
     let out = flag(args, "--out").map(PathBuf::from);
     ensure!(processes > 0, "--processes: at least 1");
+    ensure!(in_flight > 0, "--in-flight: at least 1");
     let started = Instant::now();
-    let admin = match flag(args, "--postgres-url") {
-        Some(url) => url.to_owned(),
-        None => std::env::var("REPLAYSAFE_TEST_POSTGRES_URL")
-            .context("the ledger soak needs --postgres-url or REPLAYSAFE_TEST_POSTGRES_URL")?,
+    // Removed at the end (a JSON Lines journal's folder).
+    let mut folder = None;
+    let database = match backend {
+        Backend::Postgres => {
+            let admin = match flag(args, "--postgres-url") {
+                Some(url) => url.to_owned(),
+                None => std::env::var("REPLAYSAFE_TEST_POSTGRES_URL").context(
+                    "the ledger soak needs --postgres-url or REPLAYSAFE_TEST_POSTGRES_URL",
+                )?,
+            };
+            let database = fresh_postgres(&admin, "ledger_soak").await?;
+            // The journal's tables exist before any worker starts: `PostgresJournal::connect`
+            // creates them with `CREATE TABLE IF NOT EXISTS`, which PostgreSQL does not
+            // serialize, so workers creating them at once on a fresh database can fail (a
+            // duplicate key in `pg_type`). The crash test is about the ledger, not about
+            // that first start.
+            drop(PostgresJournal::connect(
+                postgres::parse_url(&database)?,
+                "the soak database",
+            )?);
+            database
+        }
+        Backend::Jsonl => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_nanos();
+            let dir = std::env::temp_dir().join(format!(
+                "replaysafe-ledger-soak-{}-{nanos}",
+                std::process::id()
+            ));
+            std::fs::create_dir_all(&dir)?;
+            let file = dir.join("journal.jsonl");
+            folder = Some(dir);
+            file.to_str()
+                .context("a temporary path in UTF-8")?
+                .to_owned()
+        }
     };
-    let database = fresh_postgres(&admin, "ledger_soak").await?;
-    // The journal's tables exist before any worker starts: `PostgresJournal::connect`
-    // creates them with `CREATE TABLE IF NOT EXISTS`, which PostgreSQL does not serialize,
-    // so workers creating them at once on a fresh database can fail (a duplicate key in
-    // `pg_type`). The crash test is about the ledger, not about that first start.
-    drop(PostgresJournal::connect(
-        postgres::parse_url(&database)?,
-        "the soak database",
-    )?);
-    println!("ledger soak on postgres: {processes} processes x {effects} effects, {kills} kills");
+    let name = backend.name();
+    println!(
+        "ledger soak on {name}: {processes} processes x {effects} effects, {in_flight} in flight, {kills} kills"
+    );
 
     let shared = Arc::new(Shared {
         max_kills: kills,
@@ -471,6 +545,8 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
     let end = Utc::now().duration_trunc(TimeDelta::minutes(1))?;
     let launch = Launch {
         database: database.clone(),
+        journal: backend,
+        in_flight,
         notes: format!("http://{address}/notes"),
         hooks: format!("http://{address}/hooks"),
         effects,
@@ -576,28 +652,28 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
     server.abort();
     let seconds = started.elapsed().as_secs_f64();
 
-    // What the journal remembers: the key table, and every line read back.
-    let config = postgres::parse_url(&database)?;
-    let (client, connection) = config.connect(NoTls).await?;
-    tokio::spawn(connection);
-    let states: HashMap<String, String> = client
-        .query(
-            "SELECT idempotency_key, state FROM replaysafe_journal_keys",
-            &[],
-        )
-        .await?
-        .iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect();
+    // What the journal remembers: the key table (for a file, what its lines say of each
+    // key, as the ledger reads them), and every line read back.
+    let mut states: HashMap<String, String> = HashMap::new();
     let mut lines: HashMap<String, Lines> = HashMap::new();
     let (mut journal_lines, mut unreadable) = (0u64, 0u64);
     let (mut stopped_delivered, mut stopped_in_doubt) = (0u64, 0u64);
-    postgres::read_journal(&config, &JournalQuery::all().pipeline(PIPELINE), |line| {
-        journal_lines += 1;
-        let Ok(record) = serde_json::from_str::<JournalRecord>(line) else {
-            unreadable += 1;
-            return Ok(());
-        };
+    let mut take = |record: JournalRecord| {
+        if backend == Backend::Jsonl {
+            let state = states
+                .entry(record.effect.idempotency_key.clone())
+                .or_default();
+            match record.decision {
+                _ if state == "delivered" => {}
+                JournalDecision::Delivered => *state = "delivered".into(),
+                JournalDecision::Attempting => *state = "open".into(),
+                JournalDecision::Failed => *state = "failed".into(),
+                _ => {}
+            }
+            if state.is_empty() {
+                states.remove(&record.effect.idempotency_key);
+            }
+        }
         let of_key = lines.entry(record.effect.idempotency_key).or_default();
         match record.decision {
             JournalDecision::Attempting => of_key.attempting += 1,
@@ -612,9 +688,46 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
             }
             _ => {}
         }
-        Ok(())
-    })
-    .await?;
+    };
+    let mut table: HashMap<String, String> = HashMap::new();
+    match backend {
+        Backend::Postgres => {
+            let config = postgres::parse_url(&database)?;
+            let (client, connection) = config.connect(NoTls).await?;
+            tokio::spawn(connection);
+            for row in client
+                .query(
+                    "SELECT idempotency_key, state FROM replaysafe_journal_keys",
+                    &[],
+                )
+                .await?
+            {
+                table.insert(row.get(0), row.get(1));
+            }
+            postgres::read_journal(&config, &JournalQuery::all().pipeline(PIPELINE), |line| {
+                journal_lines += 1;
+                match serde_json::from_str::<JournalRecord>(line) {
+                    Ok(record) => take(record),
+                    Err(_) => unreadable += 1,
+                }
+                Ok(())
+            })
+            .await?;
+        }
+        Backend::Jsonl => {
+            for record in JournalReader::open(&database)? {
+                journal_lines += 1;
+                match record {
+                    Ok(record) => take(record),
+                    Err(_) => unreadable += 1,
+                }
+            }
+        }
+    }
+    states.extend(table);
+    if let Some(folder) = folder {
+        std::fs::remove_dir_all(folder)?;
+    }
     let arrivals = lock(&shared.arrivals).clone();
 
     // Per key: what arrived, what the journal says, and whether that is allowed.
@@ -709,10 +822,15 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
     let get = |name: &str| count.get(name).copied().unwrap_or(0);
 
     let mut figures = BTreeMap::new();
+    // The PostgreSQL journal's figures keep their names; a file journal's are apart.
+    let prefix = match backend {
+        Backend::Postgres => "ledger.soak".to_owned(),
+        Backend::Jsonl => format!("ledger.soak_jsonl_in_flight_{in_flight}"),
+    };
     let mut figure = |name: &str, value: f64, unit: &str| {
         println!("{name:<44} {value:>12.1} {unit}");
         figures.insert(
-            format!("ledger.soak.{name}"),
+            format!("{prefix}.{name}"),
             serde_json::json!({"value": value, "unit": unit}),
         );
     };
@@ -798,8 +916,8 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
         "notes neither delivered nor in doubt"
     );
     ensure!(
-        get("notes.in_doubt") <= kills_done,
-        "{} notes in doubt for {kills_done} kills (a worker sends one effect at a time)",
+        get("notes.in_doubt") <= kills_done * in_flight as u64,
+        "{} notes in doubt for {kills_done} kills (a worker sends {in_flight} effects at a time)",
         get("notes.in_doubt")
     );
     ensure!(
@@ -812,7 +930,7 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
         "webhooks not delivered"
     );
     println!(
-        "ledger soak: ok: {kills_done} kills of {processes} processes x {effects} effects; \
+        "ledger soak on {name}: ok: {kills_done} kills of {processes} processes x {effects} effects, {in_flight} in flight; \
          {requests} deliveries; notes: {} delivered once, 0 duplicates, {} in doubt ({} of them received); \
          webhooks: {} delivered, {} retried under their key; {seconds:.1} s",
         get("notes.delivered"),

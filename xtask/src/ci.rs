@@ -111,13 +111,23 @@ fn run_phases(phases: &mut Vec<(&'static str, Duration, bool)>) -> anyhow::Resul
             &env,
         )
     })?;
+    let ledger = crate::soak::Ledger {
+        kills: crate::soak::CI_KILLS,
+        processes: crate::soak::CI_LEDGER_PROCESSES,
+        effects: crate::soak::CI_LEDGER_EFFECTS,
+        journal: crate::soak::Journal::Postgres,
+        in_flight: 1,
+    };
     phase(phases, "ledger crash test (postgres)", || {
-        crate::soak::ledger(
-            crate::soak::CI_KILLS,
-            crate::soak::CI_LEDGER_PROCESSES,
-            crate::soak::CI_LEDGER_EFFECTS,
-            &env,
-        )
+        crate::soak::ledger(&ledger, &env)
+    })?;
+    phase(phases, "ledger crash test (jsonl, 8 in flight)", || {
+        let jsonl = crate::soak::Ledger {
+            journal: crate::soak::Journal::Jsonl,
+            in_flight: 8,
+            ..ledger
+        };
+        crate::soak::ledger(&jsonl, &env)
     })?;
     phase(phases, "report page in chromium", crate::browser::check)?;
     phase(phases, "python wheel", || crate::dist::check(&env))?;

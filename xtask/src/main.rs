@@ -15,8 +15,8 @@
 //! - `cargo xtask bench`: benchmarks; writes `target/bench/summary.json`.
 //! - `cargo xtask soak outbox [--kills N] [--backend sqlite|postgres]`: the outbox's crash test with real processes;
 //!   merges its figures into `target/bench/summary.json`.
-//! - `cargo xtask soak ledger [--kills N] [--processes P] [--effects E]`: the ledger's crash test on PostgreSQL,
-//!   the same way.
+//! - `cargo xtask soak ledger [--kills N] [--processes P] [--effects E] [--journal postgres|jsonl]
+//!   [--in-flight F]`: the ledger's crash test on PostgreSQL or on one shared JSON Lines file, the same way.
 //! - `cargo xtask services [NAME...]`: starts the test servers and prints their
 //!   environment, until interrupted, for running `cargo test` by hand.
 
@@ -90,9 +90,10 @@ commands:
   bench              benchmarks; writes target/bench/summary.json
   soak outbox [--kills N] [--workers W] [--backend sqlite|postgres]
                      the outbox crash test: SIGKILLed workers, 0 lost, 0 duplicates (default 1000 kills)
-  soak ledger [--kills N] [--processes P] [--effects E]
-                     the ledger crash test on PostgreSQL: SIGKILLed senders sharing a journal, no email-like
-                     key delivered twice, every key delivered or in doubt (default 200 kills, 8 x 1000 effects)
+  soak ledger [--kills N] [--processes P] [--effects E] [--journal postgres|jsonl] [--in-flight F]
+                     the ledger crash test: SIGKILLed senders sharing a journal (PostgreSQL, or one JSON Lines
+                     file), F effects in flight each; no email-like key delivered twice, every key delivered or
+                     in doubt (default 200 kills, 8 x 1000 effects, postgres, 1 in flight)
   services [NAME..]  start test servers on 127.0.0.1, print their environment, wait for Ctrl-C
   public-api [--bless]
                      the public API of every published crate against crates/*/public-api.txt (rustdoc JSON);

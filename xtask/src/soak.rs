@@ -3,8 +3,10 @@
 //! are merged into `target/bench/summary.json`. On PostgreSQL it uses the server of
 //! `REPLAYSAFE_TEST_POSTGRES_URL`, or starts one (`cargo xtask services postgres`).
 //!
-//! `cargo xtask soak ledger [--kills N] [--processes P] [--effects E]`: the ledger's crash
-//! test on PostgreSQL (`examples/src/ledger_soak.rs`), the same way.
+//! `cargo xtask soak ledger [--kills N] [--processes P] [--effects E] [--journal
+//! postgres|jsonl] [--in-flight F]`: the ledger's crash test (`examples/src/ledger_soak.rs`),
+//! the same way: on PostgreSQL, or on one JSON Lines file shared by every process, each
+//! sending F effects at a time (group commit).
 
 use std::collections::BTreeMap;
 
@@ -61,18 +63,32 @@ fn run_outbox(args: &[String]) -> anyhow::Result<()> {
 }
 
 fn run_ledger(args: &[String]) -> anyhow::Result<()> {
-    let mut kills = 200;
-    let mut processes = 8;
-    let mut effects = 1000;
+    let mut ledger = Ledger {
+        kills: 200,
+        processes: 8,
+        effects: 1000,
+        journal: Journal::Postgres,
+        in_flight: 1,
+    };
     for (flag, value) in flags(args)? {
         match flag {
-            "--kills" => kills = value.parse().context("--kills")?,
-            "--processes" => processes = value.parse().context("--processes")?,
-            "--effects" => effects = value.parse().context("--effects")?,
+            "--kills" => ledger.kills = value.parse().context("--kills")?,
+            "--processes" => ledger.processes = value.parse().context("--processes")?,
+            "--effects" => ledger.effects = value.parse().context("--effects")?,
+            "--in-flight" => ledger.in_flight = value.parse().context("--in-flight")?,
+            "--journal" => {
+                ledger.journal = match value {
+                    "postgres" => Journal::Postgres,
+                    "jsonl" => Journal::Jsonl,
+                    other => bail!("--journal: expected postgres or jsonl, not {other:?}"),
+                }
+            }
             other => bail!("unknown flag {other:?}\n\n{USAGE}"),
         }
     }
-    with_postgres(true, |env| ledger(kills, processes, effects, env))
+    with_postgres(ledger.journal == Journal::Postgres, |env| {
+        self::ledger(&ledger, env)
+    })
 }
 
 /// The `--flag value` pairs of `args`.
@@ -109,7 +125,7 @@ fn with_postgres(
 
 const USAGE: &str = "\
 usage: cargo xtask soak outbox [--kills N] [--workers W] [--backend sqlite|postgres]
-       cargo xtask soak ledger [--kills N] [--processes P] [--effects E]";
+       cargo xtask soak ledger [--kills N] [--processes P] [--effects E] [--journal postgres|jsonl] [--in-flight F]";
 
 /// Runs the outbox crash test (with `env` for the PostgreSQL server's variables) and
 /// merges its figures into `target/bench/summary.json`.
@@ -136,21 +152,41 @@ pub(crate) fn outbox(
     )
 }
 
-/// Runs the ledger crash test on PostgreSQL (with `env` for the server's variables) and
+/// The ledger's journal in its crash test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Journal {
+    Postgres,
+    /// One JSON Lines file shared by every process.
+    Jsonl,
+}
+
+/// One run of the ledger crash test.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ledger {
+    pub(crate) kills: u32,
+    pub(crate) processes: u32,
+    pub(crate) effects: u32,
+    pub(crate) journal: Journal,
+    /// Effects each process sends at a time.
+    pub(crate) in_flight: u32,
+}
+
+/// Runs the ledger crash test (with `env` for the PostgreSQL server's variables) and
 /// merges its figures into `target/bench/summary.json`.
-pub(crate) fn ledger(
-    kills: u32,
-    processes: u32,
-    effects: u32,
-    env: &[(String, String)],
-) -> anyhow::Result<()> {
+pub(crate) fn ledger(run: &Ledger, env: &[(String, String)]) -> anyhow::Result<()> {
+    let (journal, figures) = match run.journal {
+        Journal::Postgres => ("postgres", "ledger-soak.json"),
+        Journal::Jsonl => ("jsonl", "ledger-soak-jsonl.json"),
+    };
     soak(
         "ledger",
-        "ledger-soak.json",
+        figures,
         &[
-            ("--kills", &kills.to_string()),
-            ("--processes", &processes.to_string()),
-            ("--effects", &effects.to_string()),
+            ("--kills", &run.kills.to_string()),
+            ("--processes", &run.processes.to_string()),
+            ("--effects", &run.effects.to_string()),
+            ("--journal", journal),
+            ("--in-flight", &run.in_flight.to_string()),
         ],
         env,
     )

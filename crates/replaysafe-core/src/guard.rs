@@ -353,10 +353,11 @@ impl<C: EffectClient> Guard<C> {
             Some(ledger) => {
                 let record = EffectRecord::new(cx, &description, &key, &decision, redaction);
                 let claim = ledger
-                    .begin(
+                    .begin_grouped(
                         &record.entry(Step::Attempting(first_attempt)),
                         self.inner.dedupes_by_key(),
                     )
+                    .await
                     .map_err(|source| SendError::Journal {
                         delivered: false,
                         source,
@@ -470,7 +471,8 @@ impl<C: EffectClient> Guard<C> {
             // The record that the attempt began is out of the process before the attempt is.
             if !(claimed && made == 1) {
                 record
-                    .write(journal, Step::Attempting(attempt))
+                    .write_grouped(journal, Step::Attempting(attempt))
+                    .await
                     .map_err(journal_error(false))?;
             }
             let delivery = Delivery {
@@ -482,7 +484,8 @@ impl<C: EffectClient> Guard<C> {
             match self.inner.deliver(&delivery, effect).await {
                 Ok(receipt) => {
                     record
-                        .write(journal, Step::Delivered(attempt))
+                        .write_grouped(journal, Step::Delivered(attempt))
+                        .await
                         .map_err(journal_error(true))?;
                     return Ok((receipt, attempt));
                 }
@@ -495,7 +498,8 @@ impl<C: EffectClient> Guard<C> {
                         transient: error.is_transient(),
                     };
                     record
-                        .write(journal, failed)
+                        .write_grouped(journal, failed)
+                        .await
                         .map_err(journal_error(false))?;
                     let delay = retry.delay(made, error.retry_after());
                     let out_of_time = started.elapsed() + delay > retry.max_elapsed();

@@ -160,6 +160,19 @@ impl<'a> EffectRecord<'a> {
         }
     }
 
+    /// [`EffectRecord::write`] of a step of a delivery by an asynchronous sender: the
+    /// journal may write it together with other deliveries' records
+    /// ([`Journal::append_grouped`]); it is out of the process when this returns.
+    pub async fn write_grouped(
+        &self,
+        journal: &dyn Journal,
+        step: Step<'a>,
+    ) -> Result<(), JournalError> {
+        self.log(step);
+        journal.append_grouped(&self.entry(step)).await?;
+        journal.flush()
+    }
+
     /// The log line of `step`, without its journal record (written elsewhere, as a
     /// ledger's claim is).
     pub(crate) fn log(&self, step: Step<'_>) {

@@ -166,6 +166,8 @@ pub struct Received {
 pub struct RecordingClient {
     received: Arc<Mutex<Vec<Received>>>,
     dedupes: bool,
+    /// How long each delivery takes, so that deliveries overlap.
+    delay: Option<std::time::Duration>,
 }
 
 impl RecordingClient {
@@ -182,6 +184,13 @@ impl RecordingClient {
             dedupes: true,
             ..Self::default()
         }
+    }
+
+    /// The same recorder, taking `delay` over each delivery (the receiver's answer), so
+    /// that deliveries sent together are in flight together.
+    pub fn answering_after(mut self, delay: std::time::Duration) -> Self {
+        self.delay = Some(delay);
+        self
     }
 
     /// Everything delivered so far.
@@ -212,6 +221,9 @@ impl EffectClient for RecordingClient {
         delivery: &Delivery<'_>,
         effect: &TestEffect,
     ) -> Result<IdempotencyKey, TestError> {
+        if let Some(delay) = self.delay {
+            tokio::time::sleep(delay).await;
+        }
         self.received
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -47,6 +47,9 @@ const ROUND_TRIPS: usize = 100;
 /// Guarded webhooks sent so far: each takes the next number for its event type.
 static SENT: AtomicUsize = AtomicUsize::new(0);
 
+/// Deliveries in flight at once in the concurrent comparison.
+const IN_FLIGHT: usize = 8;
+
 /// Starts a receiver answering 200 to everything after `delay`, on its own thread and
 /// runtime.
 fn start_receiver(delay: Duration) -> SocketAddr {
@@ -79,48 +82,13 @@ fn body(index: usize) -> serde_json::Value {
     json!({"type": "orders.daily_total", "orders": index, "revenue_eur": 88412.5})
 }
 
-async fn guarded_chunk(client: &Guard<WebhookClient>, first: usize, count: usize) {
-    let cx = contexts::live();
-    for index in first..first + count {
-        let event_type = format!(
-            "orders.daily_total.{}",
-            SENT.fetch_add(1, Ordering::Relaxed)
-        );
-        let outcome = client
-            .send(&cx, &Webhook::json(event_type, body(index)))
-            .await
-            .expect("guarded delivery");
-        assert!(outcome.is_delivered(), "every key is new");
-    }
-}
-
-async fn raw_chunk(
-    client: &reqwest::Client,
-    url: &str,
-    key: &IdempotencyKey,
+/// Sends `count` guarded webhooks from number `first`, `in_flight` at a time.
+async fn guarded_chunk(
+    client: &Guard<WebhookClient>,
+    in_flight: usize,
     first: usize,
     count: usize,
 ) {
-    for index in first..first + count {
-        let mut response = client
-            .post(url)
-            .header("content-type", "application/json")
-            .header("idempotency-key", format!("\"{key}\""))
-            .body(body(index).to_string().into_bytes())
-            .send()
-            .await
-            .expect("raw delivery");
-        assert!(response.status().is_success());
-        // Read the (empty) body as the webhook client does, so the connection is reused.
-        while let Ok(Some(_)) = response.chunk().await {}
-    }
-}
-
-/// Deliveries in flight at once in the concurrent comparison.
-const IN_FLIGHT: usize = 8;
-
-/// [`guarded_chunk`] with [`IN_FLIGHT`] deliveries at once.
-async fn guarded_chunk_concurrent(client: &Guard<WebhookClient>, first: usize, count: usize) {
     use futures_util::StreamExt;
     let cx = contexts::live();
     futures_util::stream::iter(first..first + count)
@@ -138,16 +106,17 @@ async fn guarded_chunk_concurrent(client: &Guard<WebhookClient>, first: usize, c
                 assert!(outcome.is_delivered(), "every key is new");
             }
         })
-        .buffer_unordered(IN_FLIGHT)
+        .buffer_unordered(in_flight)
         .collect::<()>()
         .await;
 }
 
-/// [`raw_chunk`] with [`IN_FLIGHT`] requests at once.
-async fn raw_chunk_concurrent(
+/// The same requests with raw reqwest, `in_flight` at a time.
+async fn raw_chunk(
     client: &reqwest::Client,
     url: &str,
     key: &IdempotencyKey,
+    in_flight: usize,
     first: usize,
     count: usize,
 ) {
@@ -163,9 +132,10 @@ async fn raw_chunk_concurrent(
                 .await
                 .expect("raw delivery");
             assert!(response.status().is_success());
+            // Read the (empty) body as the webhook client does, so the connection is reused.
             while let Ok(Some(_)) = response.chunk().await {}
         })
-        .buffer_unordered(IN_FLIGHT)
+        .buffer_unordered(in_flight)
         .collect::<()>()
         .await;
 }
@@ -286,14 +256,14 @@ fn postgres_journal(
         .build(journal.clone())
         .expect("guarded client");
 
-    runtime.block_on(guarded_chunk(&guarded, 0, SLOW_CHUNK));
-    runtime.block_on(raw_chunk(raw, &url, key, 0, SLOW_CHUNK));
+    runtime.block_on(guarded_chunk(&guarded, 1, 0, SLOW_CHUNK));
+    runtime.block_on(raw_chunk(raw, &url, key, 1, 0, SLOW_CHUNK));
     let (claims_before, appends_before) = (journal.claims.totals(), journal.appends.totals());
     let (guarded_best, raw_best) = interleaved_chunks(
         SLOW_CHUNKS,
         SLOW_REPEATS,
-        |chunk| runtime.block_on(guarded_chunk(&guarded, chunk * SLOW_CHUNK, SLOW_CHUNK)),
-        |chunk| runtime.block_on(raw_chunk(raw, &url, key, chunk * SLOW_CHUNK, SLOW_CHUNK)),
+        |chunk| runtime.block_on(guarded_chunk(&guarded, 1, chunk * SLOW_CHUNK, SLOW_CHUNK)),
+        |chunk| runtime.block_on(raw_chunk(raw, &url, key, 1, chunk * SLOW_CHUNK, SLOW_CHUNK)),
     );
     let (claims, appends) = (journal.claims.totals(), journal.appends.totals());
     let (claim_calls, claim_nanos) = (claims.0 - claims_before.0, claims.1 - claims_before.1);
@@ -382,6 +352,131 @@ fn postgres_journal(
         );
 }
 
+/// What the comparisons of the loopback receiver share.
+struct Subjects<'a> {
+    runtime: &'a tokio::runtime::Runtime,
+    guarded: &'a Guard<WebhookClient>,
+    unjournaled: &'a Guard<WebhookClient>,
+    raw: &'a reqwest::Client,
+    url: &'a str,
+    key: &'a IdempotencyKey,
+}
+
+/// Best times of the four subjects, each against raw reqwest interleaved.
+struct Times {
+    guarded: Duration,
+    raw: Duration,
+    unjournaled: Duration,
+    raw_again: Duration,
+}
+
+/// Guarded (journaled, and on a journal that keeps nothing) against raw reqwest,
+/// `in_flight` deliveries at a time on both sides.
+fn compare(subjects: &Subjects<'_>, in_flight: usize) -> Times {
+    let Subjects {
+        runtime,
+        guarded,
+        unjournaled,
+        raw,
+        url,
+        key,
+    } = *subjects;
+    // Warm both connection pools and allocators once.
+    runtime.block_on(guarded_chunk(guarded, in_flight, 0, CHUNK));
+    runtime.block_on(raw_chunk(raw, url, key, in_flight, 0, CHUNK));
+    // Each chunk of 500 is timed REPEATS times per subject, interleaved; the fastest time
+    // of each chunk counts, which filters out moments when other work had the machine.
+    let raw_chunk =
+        |chunk: usize| runtime.block_on(raw_chunk(raw, url, key, in_flight, chunk * CHUNK, CHUNK));
+    let (guarded_best, raw_best) = interleaved_chunks(
+        WEBHOOKS / CHUNK,
+        REPEATS,
+        |chunk| runtime.block_on(guarded_chunk(guarded, in_flight, chunk * CHUNK, CHUNK)),
+        raw_chunk,
+    );
+    runtime.block_on(guarded_chunk(unjournaled, in_flight, 0, CHUNK));
+    let (unjournaled_best, raw_again_best) = interleaved_chunks(
+        WEBHOOKS / CHUNK,
+        REPEATS,
+        |chunk| runtime.block_on(guarded_chunk(unjournaled, in_flight, chunk * CHUNK, CHUNK)),
+        raw_chunk,
+    );
+    Times {
+        guarded: guarded_best,
+        raw: raw_best,
+        unjournaled: unjournaled_best,
+        raw_again: raw_again_best,
+    }
+}
+
+/// One delivery in flight.
+fn one_in_flight(report: &mut Report, subjects: &Subjects<'_>) {
+    let times = compare(subjects, 1);
+    let guarded_rate = per_second(WEBHOOKS, times.guarded);
+    let raw_rate = per_second(WEBHOOKS, times.raw);
+    report
+        .figure(
+            "webhook.guarded.deliveries_per_second",
+            guarded_rate,
+            "webhooks/s",
+        )
+        .figure(
+            "webhook.raw_reqwest.deliveries_per_second",
+            raw_rate,
+            "webhooks/s",
+        )
+        .ratio(
+            "webhook.guarded_vs_raw_throughput",
+            guarded_rate / raw_rate,
+            "raw reqwest, same requests and client settings",
+        )
+        .ratio(
+            "webhook.guarded_no_journal_vs_raw_throughput",
+            per_second(WEBHOOKS, times.unjournaled) / per_second(WEBHOOKS, times.raw_again),
+            "raw reqwest, interleaved with the guard on a journal that keeps nothing",
+        )
+        .figure(
+            "webhook.durable_journal_cost_per_delivery",
+            (times.guarded.as_secs_f64() - times.unjournaled.as_secs_f64()) * 1e6 / WEBHOOKS as f64,
+            "µs/delivery",
+        );
+}
+
+/// [`IN_FLIGHT`] deliveries in flight on both sides: the journal's records of deliveries
+/// that run together are written together (group commit).
+fn in_flight_8(report: &mut Report, subjects: &Subjects<'_>) {
+    let times = compare(subjects, IN_FLIGHT);
+    let guarded_rate = per_second(WEBHOOKS, times.guarded);
+    let raw_rate = per_second(WEBHOOKS, times.raw);
+    report
+        .figure(
+            "webhook.guarded.in_flight_8.deliveries_per_second",
+            guarded_rate,
+            "webhooks/s",
+        )
+        .figure(
+            "webhook.raw_reqwest.in_flight_8.deliveries_per_second",
+            raw_rate,
+            "webhooks/s",
+        )
+        .ratio(
+            "webhook.guarded_vs_raw_throughput_in_flight_8",
+            guarded_rate / raw_rate,
+            "raw reqwest, same requests and client settings, 8 in flight on both sides, interleaved; target >= 0.95",
+        )
+        .ratio(
+            "webhook.guarded_no_journal_vs_raw_throughput_in_flight_8",
+            per_second(WEBHOOKS, times.unjournaled) / per_second(WEBHOOKS, times.raw_again),
+            "raw reqwest, 8 in flight on both sides, interleaved with the guard on a journal that keeps nothing",
+        )
+        .figure(
+            "webhook.durable_journal_cost_per_delivery_in_flight_8",
+            (times.guarded.as_secs_f64() - times.unjournaled.as_secs_f64()) * 1e6
+                / WEBHOOKS as f64,
+            "µs/delivery",
+        );
+}
+
 fn main() {
     let address = start_receiver(Duration::ZERO);
     let url = format!("http://{address}/hooks/orders");
@@ -422,82 +517,27 @@ fn main() {
         .build(replaysafe_core::journal::NoopJournal)
         .expect("guarded client");
 
-    // Warm both connection pools and allocators once.
-    runtime.block_on(guarded_chunk(&guarded, 0, CHUNK));
-    runtime.block_on(raw_chunk(&raw, &url, &key, 0, CHUNK));
-
-    // Each chunk of 500 is timed REPEATS times per subject, interleaved; the fastest time
-    // of each chunk counts, which filters out moments when other work had the machine.
-    let (guarded_best, raw_best) = interleaved_chunks(
-        WEBHOOKS / CHUNK,
-        REPEATS,
-        |chunk| runtime.block_on(guarded_chunk(&guarded, chunk * CHUNK, CHUNK)),
-        |chunk| runtime.block_on(raw_chunk(&raw, &url, &key, chunk * CHUNK, CHUNK)),
-    );
-    journal.flush().expect("flush the journal");
-    runtime.block_on(guarded_chunk(&unjournaled, 0, CHUNK));
-    let (unjournaled_best, raw_again_best) = interleaved_chunks(
-        WEBHOOKS / CHUNK,
-        REPEATS,
-        |chunk| runtime.block_on(guarded_chunk(&unjournaled, chunk * CHUNK, CHUNK)),
-        |chunk| runtime.block_on(raw_chunk(&raw, &url, &key, chunk * CHUNK, CHUNK)),
-    );
-
-    // The same, 8 deliveries in flight on both sides.
-    runtime.block_on(guarded_chunk_concurrent(&guarded, 0, CHUNK));
-    runtime.block_on(raw_chunk_concurrent(&raw, &url, &key, 0, CHUNK));
-    let (concurrent_best, raw_concurrent_best) = interleaved_chunks(
-        WEBHOOKS / CHUNK,
-        REPEATS,
-        |chunk| runtime.block_on(guarded_chunk_concurrent(&guarded, chunk * CHUNK, CHUNK)),
-        |chunk| runtime.block_on(raw_chunk_concurrent(&raw, &url, &key, chunk * CHUNK, CHUNK)),
-    );
-    journal.flush().expect("flush the journal");
-
-    let guarded_rate = per_second(WEBHOOKS, guarded_best);
-    let raw_rate = per_second(WEBHOOKS, raw_best);
+    let subjects = Subjects {
+        runtime: &runtime,
+        guarded: &guarded,
+        unjournaled: &unjournaled,
+        raw: &raw,
+        url: &url,
+        key: &key,
+    };
     let mut report = Report::new("webhook");
-    report
-        .figure(
-            "webhook.guarded.deliveries_per_second",
-            guarded_rate,
-            "webhooks/s",
-        )
-        .figure(
-            "webhook.raw_reqwest.deliveries_per_second",
-            raw_rate,
-            "webhooks/s",
-        )
-        .ratio(
-            "webhook.guarded_vs_raw_throughput",
-            guarded_rate / raw_rate,
-            "raw reqwest, same requests and client settings",
-        )
-        .ratio(
-            "webhook.guarded_no_journal_vs_raw_throughput",
-            per_second(WEBHOOKS, unjournaled_best) / per_second(WEBHOOKS, raw_again_best),
-            "raw reqwest, interleaved with the guard on a journal that keeps nothing",
-        )
-        .figure(
-            "webhook.guarded.in_flight_8.deliveries_per_second",
-            per_second(WEBHOOKS, concurrent_best),
-            "webhooks/s",
-        )
-        .figure(
-            "webhook.raw_reqwest.in_flight_8.deliveries_per_second",
-            per_second(WEBHOOKS, raw_concurrent_best),
-            "webhooks/s",
-        )
-        .ratio(
-            "webhook.guarded_vs_raw_throughput_in_flight_8",
-            per_second(WEBHOOKS, concurrent_best) / per_second(WEBHOOKS, raw_concurrent_best),
-            "raw reqwest, same requests and client settings, 8 in flight on both sides, interleaved; target >= 0.95",
-        )
-        .figure(
-            "webhook.durable_journal_cost_per_delivery",
-            (guarded_best.as_secs_f64() - unjournaled_best.as_secs_f64()) * 1e6 / WEBHOOKS as f64,
-            "µs/delivery",
-        );
+    // `REPLAYSAFE_BENCH_ONLY=in_flight` measures 8 deliveries in flight alone.
+    let only = std::env::var("REPLAYSAFE_BENCH_ONLY").unwrap_or_default();
+    if only != "in_flight" {
+        one_in_flight(&mut report, &subjects);
+    }
+    in_flight_8(&mut report, &subjects);
+    journal.flush().expect("flush the journal");
+    if only == "in_flight" {
+        let path = report.write().expect("write the report");
+        println!("report: {}", path.display());
+        return;
+    }
 
     match std::env::var("REPLAYSAFE_TEST_POSTGRES_URL") {
         Ok(admin) if !admin.is_empty() => {

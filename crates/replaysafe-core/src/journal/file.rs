@@ -1,10 +1,14 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
 
-use super::ledger::KeyIndex;
-use super::{Claim, Journal, JournalDecision, JournalEntry, JournalError, Ledger};
+use chrono::{DateTime, Utc};
+
+use super::ledger::{KeyIndex, slot_key};
+use super::{Claim, Journal, JournalDecision, JournalEntry, JournalError, JournalFuture, Ledger};
 
 /// Bytes [`Durability::Buffered`] collects before it writes them.
 const BUFFER_BYTES: usize = 64 * 1024;
@@ -105,6 +109,8 @@ impl JsonlOptions {
                 bytes,
                 keys: None,
             }),
+            group: Mutex::new(Group::default()),
+            in_flight: AtomicUsize::new(0),
         })
     }
 }
@@ -192,6 +198,11 @@ pub struct JsonlJournal {
     path: PathBuf,
     durability: Durability,
     state: Mutex<State>,
+    /// Records of asynchronous senders waiting to be written together.
+    group: Mutex<Group>,
+    /// Deliveries of asynchronous senders between their `attempting` record and their
+    /// outcome's: while there are others, a record waits for theirs (see [`Group`]).
+    in_flight: AtomicUsize,
 }
 
 struct State {
@@ -223,16 +234,29 @@ impl Writer {
         // other replaysafe writer can leave a fragment in between, and the file's length
         // after the write is known.
         let locked = self.file.lock().is_ok();
-        let written = self.write_held(lines, locked);
+        let length = self.length().ok();
+        let written = self.write_held(lines, locked, length);
         if locked {
             let _ = self.file.unlock();
         }
         written
     }
 
-    /// [`Writer::write_lines`] with the lock already taken (`locked`) or not to be had.
-    fn write_held(&mut self, lines: &[u8], locked: bool) -> std::io::Result<()> {
-        let length = self.file.metadata().map(|metadata| metadata.len()).ok();
+    /// The file's length (a seek to its end: cheaper than asking for its metadata, and
+    /// harmless, since appends go to the end whatever the offset and reads say where).
+    fn length(&self) -> std::io::Result<u64> {
+        use std::io::Seek;
+        (&self.file).seek(std::io::SeekFrom::End(0))
+    }
+
+    /// [`Writer::write_lines`] with the lock already taken (`locked`) or not to be had,
+    /// and the file's `length` looked at under it (`None`: it could not be).
+    fn write_held(
+        &mut self,
+        lines: &[u8],
+        locked: bool,
+        length: Option<u64>,
+    ) -> std::io::Result<()> {
         let fresh = match length {
             Some(0) => true,
             // The file is as this journal's last write left it: it ends with that newline.
@@ -249,10 +273,19 @@ impl Writer {
         written
     }
 
-    /// Reads the file from `keys.offset` to its end into `keys`, a piece at a time.
-    fn read_keys(&self, keys: &mut KeyIndex) -> std::io::Result<()> {
+    /// Where the file's offset is: after an append, the end of what was written.
+    fn position(&self) -> Option<u64> {
+        use std::io::Seek;
+        (&self.file).stream_position().ok()
+    }
+
+    /// Reads the file from `keys.offset` to `length`, its end, into `keys`, a piece at a
+    /// time.
+    fn read_keys(&self, keys: &mut KeyIndex, length: u64) -> std::io::Result<()> {
         const PIECE: usize = 4 << 20;
-        let length = self.file.metadata()?.len();
+        if length == keys.offset {
+            return Ok(());
+        }
         if length < keys.offset {
             // The file was truncated or replaced: read it again from the start.
             *keys = KeyIndex::default();
@@ -379,16 +412,22 @@ impl Journal for JsonlJournal {
             }
             return result.map_err(|e| JournalError::writing(self.shown(), e));
         }
-        bytes.truncate(1);
-        entry.write_json(bytes);
-        bytes.push(b'\n');
-        let error = |e| JournalError::writing_record(self.shown(), entry, e);
-        // One write of the whole line: O_APPEND makes the kernel place it at the end, whole.
-        writer.write_lines(bytes).map_err(error)?;
-        if self.durability == Durability::Fsync {
-            writer.file.sync_data().map_err(error)?;
+        drop(state);
+        self.write_now(Record::of(entry, None))
+            .map(drop)
+            .map_err(|failed| failed.into_error(self.shown(), entry))
+    }
+
+    fn append_grouped<'a>(&'a self, entry: &'a JournalEntry<'_>) -> JournalFuture<'a, ()> {
+        if self.durability == Durability::Buffered && !entry.decision.is_about_a_delivery() {
+            return Box::pin(std::future::ready(self.append(entry)));
         }
-        Ok(())
+        Box::pin(async move {
+            self.write_grouped(Record::of(entry, None))
+                .await
+                .map(drop)
+                .map_err(|failed| failed.into_error(self.shown(), entry))
+        })
     }
 
     fn ledger(&self) -> Option<&dyn Ledger> {
@@ -419,73 +458,411 @@ impl Journal for JsonlJournal {
 /// processes appended since the last look are read, the key looked up, and the
 /// `attempting` record written before the lock is let go, so of two processes racing on
 /// a key the second finds the first's claim. The first look reads the whole file (about two
-/// seconds per million records); later ones read only what was appended since.
+/// seconds per million records); later ones read only what other processes appended
+/// since: this journal's own records go into its memory as they are written.
 impl Ledger for JsonlJournal {
     fn begin(
         &self,
         attempting: &JournalEntry<'_>,
         retry_in_doubt: bool,
     ) -> Result<Claim, JournalError> {
+        self.refuse_unreadable(attempting)?;
+        let claim = self
+            .write_now(Record::of(attempting, Some(retry_in_doubt)))
+            .map_err(|failed| failed.into_error(self.shown(), attempting))?;
+        Ok(claim.expect("a claim's record answers with a claim"))
+    }
+
+    fn begin_grouped<'a>(
+        &'a self,
+        attempting: &'a JournalEntry<'_>,
+        retry_in_doubt: bool,
+    ) -> JournalFuture<'a, Claim> {
+        Box::pin(async move {
+            self.refuse_unreadable(attempting)?;
+            let claim = self
+                .write_grouped(Record::of(attempting, Some(retry_in_doubt)))
+                .await
+                .map_err(|failed| failed.into_error(self.shown(), attempting))?;
+            Ok(claim.expect("a claim's record answers with a claim"))
+        })
+    }
+}
+
+/// One record to write: its line, and what it tells the memory of keys.
+struct Record {
+    /// The line, without its newline.
+    line: Vec<u8>,
+    /// For a record about a delivery, what the memory of keys takes from it.
+    remembers: Option<Remembers>,
+    /// For a claim (an `attempting` record written only when the key may be attempted):
+    /// whether a key in doubt may be.
+    claim: Option<bool>,
+}
+
+/// What a record about a delivery tells the memory of keys.
+struct Remembers {
+    /// The key (and action) as the memory holds it.
+    slot: [u8; 32],
+    decision: JournalDecision,
+    run_id: Box<str>,
+    ts: DateTime<Utc>,
+}
+
+impl Record {
+    fn of(entry: &JournalEntry<'_>, claim: Option<bool>) -> Self {
+        let mut line = Vec::with_capacity(768);
+        entry.write_json(&mut line);
+        let remembers = entry.decision.is_about_a_delivery().then(|| Remembers {
+            slot: slot_key(entry.idempotency_key, entry.action),
+            decision: entry.decision,
+            run_id: entry.run_id.into(),
+            ts: entry.ts,
+        });
+        Record {
+            line,
+            remembers,
+            claim,
+        }
+    }
+}
+
+/// Why a record was not written, kept so that each of the records written together can
+/// be told with its own decision and key.
+#[derive(Clone, Debug)]
+struct Failed {
+    /// Reading what the file knows of keys failed (only claims fail so).
+    recalling: bool,
+    kind: std::io::ErrorKind,
+    message: String,
+}
+
+impl Failed {
+    fn new(recalling: bool, error: &std::io::Error) -> Self {
+        Failed {
+            recalling,
+            kind: error.kind(),
+            message: error.to_string(),
+        }
+    }
+
+    fn into_error(self, path: String, entry: &JournalEntry<'_>) -> JournalError {
+        let source = std::io::Error::new(self.kind, self.message);
+        if self.recalling {
+            JournalError::recalling(path, entry.idempotency_key, source)
+        } else {
+            JournalError::writing_record(path, entry, source)
+        }
+    }
+}
+
+/// What the writing of one record came to: for a claim, what the file knew of the key
+/// and whether the record was written.
+type Written = Result<Option<Claim>, Failed>;
+
+/// Group commit. An asynchronous sender's record ([`Journal::append_grouped`],
+/// [`Ledger::begin_grouped`]) joins the records waiting; the first to join leads: while
+/// other deliveries are in flight it lets them run once (their outcomes and next claims
+/// join meanwhile), then writes every record waiting in one `write` under one lock of the
+/// file, and tells each sender what came of its own. Alone, a record is written at once.
+#[derive(Default)]
+struct Group {
+    waiting: Vec<(Record, Arc<Done>)>,
+    /// Whether a sender has taken on writing what waits.
+    led: bool,
+}
+
+/// Where the leader puts what came of one sender's record, and wakes it.
+#[derive(Default)]
+struct Done(Mutex<(Option<Written>, Option<Waker>)>);
+
+impl Done {
+    fn finish(&self, written: Written) {
+        let waker = {
+            let mut slot = self
+                .0
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            slot.0 = Some(written);
+            slot.1.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    async fn wait(&self) -> Written {
+        std::future::poll_fn(|cx| {
+            let mut slot = self
+                .0
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            match slot.0.take() {
+                Some(written) => Poll::Ready(written),
+                None => {
+                    slot.1 = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// Writes what waits when the leader is done waiting, or is dropped before (a cancelled
+/// send): no record that joined is left behind.
+struct Lead<'a>(&'a JsonlJournal);
+
+impl Drop for Lead<'_> {
+    fn drop(&mut self) {
+        self.0.write_waiting();
+    }
+}
+
+impl JsonlJournal {
+    fn refuse_unreadable(&self, attempting: &JournalEntry<'_>) -> Result<(), JournalError> {
+        let state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if state.writer.readable {
+            return Ok(());
+        }
+        Err(JournalError::recalling(
+            self.shown(),
+            attempting.idempotency_key,
+            std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "the journal can be appended to but not read, so what it knows of the key cannot be told: \
+                 make it readable, or turn the ledger off for this client",
+            ),
+        ))
+    }
+
+    /// Counts deliveries in flight: one more after a written `attempting` record, one
+    /// fewer after an outcome. Whether others were in flight when `record` came.
+    fn others_in_flight(&self, record: &Record) -> bool {
+        match record.remembers.as_ref().map(|r| r.decision) {
+            Some(JournalDecision::Delivered | JournalDecision::Failed) => {
+                let before = self
+                    .in_flight
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                        Some(n.saturating_sub(1))
+                    })
+                    .unwrap_or(0);
+                before > 1
+            }
+            _ => self.in_flight.load(Ordering::Relaxed) > 0,
+        }
+    }
+
+    /// Writes `record` with whatever other senders' records wait, now.
+    fn write_now(&self, record: Record) -> Written {
         let mut state = self
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let waiting = self.take_waiting();
+        let mut written = self.write_records(
+            &mut state,
+            std::iter::once(&record).chain(waiting.iter().map(|(record, _)| record)),
+        );
+        drop(state);
+        let own = written.remove(0);
+        for ((_, done), written) in waiting.into_iter().zip(written) {
+            done.finish(written);
+        }
+        own
+    }
+
+    /// Joins `record` to the records waiting, leads when first, and waits for its
+    /// outcome.
+    async fn write_grouped(&self, record: Record) -> Written {
+        let others = self.others_in_flight(&record);
+        let attempting = matches!(
+            &record.remembers,
+            Some(Remembers {
+                decision: JournalDecision::Attempting,
+                ..
+            })
+        );
+        let done = Arc::new(Done::default());
+        let leads = {
+            let mut group = self
+                .group
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            group.waiting.push((record, done.clone()));
+            !std::mem::replace(&mut group.led, true)
+        };
+        if leads {
+            let lead = Lead(self);
+            if others {
+                tokio::task::yield_now().await;
+            }
+            drop(lead);
+        }
+        let written = done.wait().await;
+        if attempting && matches!(&written, Ok(None) | Ok(Some(Claim { claimed: true, .. }))) {
+            self.in_flight.fetch_add(1, Ordering::Relaxed);
+        }
+        written
+    }
+
+    fn take_waiting(&self) -> Vec<(Record, Arc<Done>)> {
+        let mut group = self
+            .group
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        group.led = false;
+        std::mem::take(&mut group.waiting)
+    }
+
+    /// Writes the records waiting and tells their senders.
+    fn write_waiting(&self) {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let waiting = self.take_waiting();
+        if waiting.is_empty() {
+            return;
+        }
+        let written = self.write_records(&mut state, waiting.iter().map(|(record, _)| record));
+        drop(state);
+        for ((_, done), written) in waiting.into_iter().zip(written) {
+            done.finish(written);
+        }
+    }
+
+    /// Writes `records`, in order, in one `write` under the file's lock. A claim is
+    /// looked up in the memory of keys first (with what other processes appended since
+    /// the last look) and written only when its key may be attempted; the claims and
+    /// outcomes written go into the memory as they are, so a later look need not read
+    /// them back.
+    fn write_records<'r>(
+        &self,
+        state: &mut State,
+        records: impl Iterator<Item = &'r Record>,
+    ) -> Vec<Written> {
         let State {
             writer,
             bytes,
             keys,
-        } = &mut *state;
-        let key = attempting.idempotency_key();
-        if !writer.readable {
-            return Err(JournalError::recalling(
-                self.shown(),
-                key,
-                std::io::Error::new(
-                    std::io::ErrorKind::PermissionDenied,
-                    "the journal can be appended to but not read, so what it knows of the key cannot be told: \
-                     make it readable, or turn the ledger off for this client",
-                ),
-            ));
-        }
+        } = state;
+        let records: Vec<&Record> = records.collect();
         let locked = writer.file.lock().is_ok();
-        let result = (|| {
-            // Records buffered earlier go first, in order.
-            if self.durability == Durability::Buffered && bytes.len() > 1 {
-                writer
-                    .write_held(bytes, locked)
-                    .map_err(|e| JournalError::writing(self.shown(), e))?;
-                bytes.truncate(1);
+        let mut failed: Option<Failed> = None;
+        // Records buffered earlier go first, in order.
+        if self.durability == Durability::Buffered && bytes.len() > 1 {
+            let length = writer.length().ok();
+            if let Err(error) = writer.write_held(bytes, locked, length) {
+                failed = Some(Failed::new(false, &error));
             }
-            let keys = keys.get_or_insert_with(KeyIndex::default);
-            writer
-                .read_keys(keys)
-                .map_err(|e| JournalError::recalling(self.shown(), key, e))?;
-            let memory = keys.memory(key, attempting.action);
-            let claimed = memory.may_attempt(retry_in_doubt);
-            if claimed {
-                bytes.truncate(1);
-                attempting.write_json(bytes);
-                bytes.push(b'\n');
-                let error = |e| JournalError::writing_record(self.shown(), attempting, e);
-                let written = writer.write_held(bytes, locked).map_err(error);
-                bytes.truncate(1);
-                written?;
-                if self.durability == Durability::Fsync {
-                    writer.file.sync_data().map_err(error)?;
+            bytes.truncate(1);
+        }
+        let length = writer.length();
+        let claims = records.iter().any(|record| record.claim.is_some());
+        // What the file knows of keys, up to its end; `None` when it cannot be told.
+        let mut recalled = Ok(());
+        if let Ok(length) = length
+            && (claims || keys.is_some())
+            && writer.readable
+        {
+            let index = keys.get_or_insert_with(KeyIndex::default);
+            if let Err(error) = writer.read_keys(index, length) {
+                recalled = Err(Failed::new(true, &error));
+                *keys = None;
+            }
+        }
+        if let Err(error) = &length {
+            recalled = Err(Failed::new(true, error));
+            *keys = None;
+        }
+        let start = keys.as_ref().map(|index| index.offset);
+        let mut written = Vec::with_capacity(records.len());
+        // Which of `written` are for lines in this write.
+        let mut included = Vec::with_capacity(records.len());
+        bytes.truncate(1);
+        for record in &records {
+            included.push(false);
+            if let Some(failed) = &failed {
+                written.push(Err(failed.clone()));
+                continue;
+            }
+            let claim = match (record.claim, &recalled, keys.as_mut()) {
+                (None, _, _) => None,
+                (Some(retry_in_doubt), Ok(()), Some(index)) => {
+                    let slot = &record
+                        .remembers
+                        .as_ref()
+                        .expect("a claim is about a delivery")
+                        .slot;
+                    let memory = index.memory_at(slot);
+                    let claimed = memory.may_attempt(retry_in_doubt);
+                    Some(Claim { memory, claimed })
                 }
-                keys.apply(
-                    JournalDecision::Attempting,
-                    (key, attempting.action),
-                    attempting.run_id(),
-                    attempting.ts(),
-                );
+                (Some(_), Err(failed), _) => {
+                    written.push(Err(failed.clone()));
+                    continue;
+                }
+                (Some(_), Ok(()), None) => {
+                    written.push(Err(Failed {
+                        recalling: true,
+                        kind: std::io::ErrorKind::PermissionDenied,
+                        message: "the journal cannot be read".into(),
+                    }));
+                    continue;
+                }
+            };
+            if claim.as_ref().is_none_or(|claim| claim.claimed) {
+                *included.last_mut().expect("pushed above") = true;
+                bytes.extend_from_slice(&record.line);
+                bytes.push(b'\n');
+                if let (Some(index), Some(remembers)) = (keys.as_mut(), &record.remembers) {
+                    index.apply_at(
+                        remembers.slot,
+                        remembers.decision,
+                        &remembers.run_id,
+                        remembers.ts,
+                    );
+                }
             }
-            Ok(Claim { memory, claimed })
-        })();
+            written.push(Ok(claim));
+        }
+        if bytes.len() > 1 {
+            let mut outcome = writer.write_held(bytes, locked, length.as_ref().ok().copied());
+            if outcome.is_ok() && self.durability == Durability::Fsync {
+                outcome = writer.file.sync_data();
+            }
+            match outcome {
+                Ok(()) => {
+                    // The lines went into the memory as they were taken; the memory is
+                    // the file's up to the end of the write when the write began where
+                    // the memory ended and nothing else came in between.
+                    if let (Some(index), Some(start), Ok(length), Some(end)) =
+                        (keys.as_mut(), start, &length, writer.end)
+                        && start == *length
+                        && writer.position() == Some(end)
+                    {
+                        index.offset = end;
+                    }
+                }
+                Err(error) => {
+                    let failed = Failed::new(false, &error);
+                    for (written, _) in written.iter_mut().zip(&included).filter(|(_, i)| **i) {
+                        *written = Err(failed.clone());
+                    }
+                    // Which of the lines reached the file is told by reading it again.
+                    *keys = None;
+                }
+            }
+        }
+        bytes.truncate(1);
         if locked {
             let _ = writer.file.unlock();
         }
-        result
+        written
     }
 }
 

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::{JournalDecision, JournalEntry, JournalError};
+use super::{JournalDecision, JournalEntry, JournalError, JournalFuture};
 
 /// What a ledger knows of one idempotency key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,6 +96,19 @@ pub trait Ledger: Send + Sync + fmt::Debug {
         attempting: &JournalEntry<'_>,
         retry_in_doubt: bool,
     ) -> Result<Claim, JournalError>;
+
+    /// [`Ledger::begin`] for an asynchronous sender: the ledger may hold the claim for a
+    /// moment to look up and write it together with the records of other deliveries in
+    /// flight (group commit, as [`JsonlJournal`](super::JsonlJournal) does). When the
+    /// future completes, a granted claim's record is where [`Ledger::begin`] would have
+    /// put it, so the attempt may start. The default claims at once.
+    fn begin_grouped<'a>(
+        &'a self,
+        attempting: &'a JournalEntry<'_>,
+        retry_in_doubt: bool,
+    ) -> JournalFuture<'a, Claim> {
+        Box::pin(std::future::ready(self.begin(attempting, retry_in_doubt)))
+    }
 }
 
 /// One key's last known state.
@@ -144,7 +157,7 @@ struct BriefEffect<'a> {
 
 /// What the index remembers one entry under: the key, or the key and the action when the
 /// key names several (a trigger and its resolve are remembered apart).
-fn slot_key(key: &str, action: Option<&str>) -> [u8; 32] {
+pub(crate) fn slot_key(key: &str, action: Option<&str>) -> [u8; 32] {
     match action {
         None => key_bytes(key),
         Some(action) => {
@@ -189,7 +202,17 @@ impl KeyIndex {
         run_id: &str,
         ts: DateTime<Utc>,
     ) {
-        let key = slot_key(key, action);
+        self.apply_at(slot_key(key, action), decision, run_id, ts);
+    }
+
+    /// [`KeyIndex::apply`] with the key's slot already worked out ([`slot_key`]).
+    pub(crate) fn apply_at(
+        &mut self,
+        key: [u8; 32],
+        decision: JournalDecision,
+        run_id: &str,
+        ts: DateTime<Utc>,
+    ) {
         let slot = self.keys.get(&key);
         if matches!(slot, Some(Slot::Delivered { .. })) {
             return;
@@ -237,7 +260,12 @@ impl KeyIndex {
 
     /// What is known of `key` (and its `action`, when the key names several).
     pub(crate) fn memory(&self, key: &str, action: Option<&str>) -> Memory {
-        match self.keys.get(&slot_key(key, action)) {
+        self.memory_at(&slot_key(key, action))
+    }
+
+    /// [`KeyIndex::memory`] with the key's slot already worked out ([`slot_key`]).
+    pub(crate) fn memory_at(&self, key: &[u8; 32]) -> Memory {
+        match self.keys.get(key) {
             None | Some(Slot::Closed) => Memory::Clear,
             Some(Slot::Delivered { run_id, at }) => Memory::Delivered {
                 run_id: run_id.to_string(),

@@ -55,7 +55,21 @@ pub trait Journal: Send + Sync + fmt::Debug {
     fn ledger(&self) -> Option<&dyn Ledger> {
         None
     }
+
+    /// [`Journal::append`], for a record about a delivery (`attempting`, `delivered`,
+    /// `failed`) made by an asynchronous sender: the journal may hold it for a moment to
+    /// write it together with the records of other deliveries in flight (group commit).
+    /// When the future completes the record is where [`Journal::append`] would have put
+    /// it. The default appends at once.
+    fn append_grouped<'a>(&'a self, entry: &'a JournalEntry<'_>) -> JournalFuture<'a, ()> {
+        Box::pin(std::future::ready(self.append(entry)))
+    }
 }
+
+/// What the asynchronous journal calls ([`Journal::append_grouped`],
+/// [`Ledger::begin_grouped`]) return.
+pub type JournalFuture<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, JournalError>> + Send + 'a>>;
 
 impl<J: Journal + ?Sized> Journal for &J {
     fn append(&self, entry: &JournalEntry<'_>) -> Result<(), JournalError> {
@@ -66,6 +80,9 @@ impl<J: Journal + ?Sized> Journal for &J {
     }
     fn ledger(&self) -> Option<&dyn Ledger> {
         (**self).ledger()
+    }
+    fn append_grouped<'a>(&'a self, entry: &'a JournalEntry<'_>) -> JournalFuture<'a, ()> {
+        (**self).append_grouped(entry)
     }
 }
 
@@ -79,6 +96,9 @@ impl<J: Journal + ?Sized> Journal for Box<J> {
     fn ledger(&self) -> Option<&dyn Ledger> {
         (**self).ledger()
     }
+    fn append_grouped<'a>(&'a self, entry: &'a JournalEntry<'_>) -> JournalFuture<'a, ()> {
+        (**self).append_grouped(entry)
+    }
 }
 
 impl<J: Journal + ?Sized> Journal for Arc<J> {
@@ -90,6 +110,9 @@ impl<J: Journal + ?Sized> Journal for Arc<J> {
     }
     fn ledger(&self) -> Option<&dyn Ledger> {
         (**self).ledger()
+    }
+    fn append_grouped<'a>(&'a self, entry: &'a JournalEntry<'_>) -> JournalFuture<'a, ()> {
+        (**self).append_grouped(entry)
     }
 }
 
@@ -107,6 +130,12 @@ impl<A: Journal, B: Journal> Journal for (A, B) {
     }
     fn ledger(&self) -> Option<&dyn Ledger> {
         keeper(self).map(|_| self as &dyn Ledger)
+    }
+    fn append_grouped<'a>(&'a self, entry: &'a JournalEntry<'_>) -> JournalFuture<'a, ()> {
+        Box::pin(async move {
+            self.0.append_grouped(entry).await?;
+            self.1.append_grouped(entry).await
+        })
     }
 }
 
@@ -126,6 +155,23 @@ impl<A: Journal, B: Journal> Ledger for (A, B) {
             other.append(attempting)?;
         }
         Ok(claim)
+    }
+
+    fn begin_grouped<'a>(
+        &'a self,
+        attempting: &'a JournalEntry<'_>,
+        retry_in_doubt: bool,
+    ) -> JournalFuture<'a, Claim> {
+        Box::pin(async move {
+            let Some((ledger, other)) = keeper(self) else {
+                return Ok(Claim::new(Memory::Clear, false));
+            };
+            let claim = ledger.begin_grouped(attempting, retry_in_doubt).await?;
+            if claim.claimed {
+                other.append_grouped(attempting).await?;
+            }
+            Ok(claim)
+        })
     }
 }
 
@@ -335,6 +381,15 @@ pub enum JournalDecision {
 }
 
 impl JournalDecision {
+    /// Whether a record of this decision is about a delivery (`attempting`, `delivered`,
+    /// `failed`): the records a ledger remembers keys by.
+    pub(crate) fn is_about_a_delivery(self) -> bool {
+        matches!(
+            self,
+            JournalDecision::Attempting | JournalDecision::Delivered | JournalDecision::Failed
+        )
+    }
+
     /// `delivered`, `suppressed`, `failed`, `attempting`, `requeued`, `circuit`, or `unknown` for a value read
     /// from a newer writer.
     pub fn as_str(self) -> &'static str {

@@ -4,7 +4,7 @@ use std::fmt;
 
 use opentelemetry::logs::{AnyValue, LogRecord as _, Logger, Severity};
 
-use super::{Journal, JournalDecision, JournalEntry, JournalError, Ledger};
+use super::{Journal, JournalDecision, JournalEntry, JournalError, JournalFuture, Ledger};
 
 /// A journal that also emits one OpenTelemetry log record per decision (`delivered`,
 /// `suppressed`, `failed`; not `attempting`), correlated with the span active when the
@@ -57,6 +57,16 @@ where
 
     fn ledger(&self) -> Option<&dyn Ledger> {
         self.inner.ledger()
+    }
+
+    fn append_grouped<'a>(&'a self, entry: &'a JournalEntry<'_>) -> JournalFuture<'a, ()> {
+        Box::pin(async move {
+            self.inner.append_grouped(entry).await?;
+            if entry.decision != JournalDecision::Attempting {
+                self.emit(entry);
+            }
+            Ok(())
+        })
     }
 }
 

@@ -4,6 +4,7 @@ mod approval;
 mod env;
 mod fragments;
 mod gate;
+mod group;
 mod guard;
 mod journal;
 mod keys;
