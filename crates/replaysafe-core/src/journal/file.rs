@@ -752,12 +752,16 @@ impl JsonlJournal {
         } = state;
         let records: Vec<&Record> = records.collect();
         let locked = writer.file.lock().is_ok();
-        let mut failed: Option<Failed> = None;
-        // Records buffered earlier go first, in order.
+        // Records buffered earlier go first, in order; when they cannot be written they
+        // stay buffered, and nothing after them is written.
         if self.durability == Durability::Buffered && bytes.len() > 1 {
             let length = writer.length().ok();
             if let Err(error) = writer.write_held(bytes, locked, length) {
-                failed = Some(Failed::new(false, &error));
+                if locked {
+                    let _ = writer.file.unlock();
+                }
+                let failed = Failed::new(false, &error);
+                return records.iter().map(|_| Err(failed.clone())).collect();
             }
             bytes.truncate(1);
         }
@@ -786,10 +790,6 @@ impl JsonlJournal {
         bytes.truncate(1);
         for record in &records {
             included.push(false);
-            if let Some(failed) = &failed {
-                written.push(Err(failed.clone()));
-                continue;
-            }
             let claim = match (record.claim, &recalled, keys.as_mut()) {
                 (None, _, _) => None,
                 (Some(retry_in_doubt), Ok(()), Some(index)) => {

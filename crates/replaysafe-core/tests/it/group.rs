@@ -15,7 +15,16 @@ use replaysafe_test::{RecordingClient, TestEffect, contexts};
 
 /// A record of `decision` about `key`, made by `run`.
 fn record(decision: JournalDecision, key: &str, run: &str) -> JournalRecord {
-    let now = Utc::now();
+    record_at(Utc::now(), decision, key, run)
+}
+
+/// [`record`] made at `now`.
+fn record_at(
+    now: chrono::DateTime<Utc>,
+    decision: JournalDecision,
+    key: &str,
+    run: &str,
+) -> JournalRecord {
     JournalRecord::new(
         now,
         decision,
@@ -280,4 +289,95 @@ fn a_record_that_joined_others_is_written_when_the_leader_is_cancelled_or_anothe
         "{claim:?}"
     );
     assert_eq!(decisions(&path).len(), 6);
+}
+
+/// Set in the child process of `a_write_that_fails_fails_each_record_in_it_and_nothing_is_lost`.
+const CHILD_JOURNAL: &str = "REPLAYSAFE_TEST_GROUP_CUT_JOURNAL";
+
+/// The three claims of that test, each line the same length.
+fn claims() -> [JournalRecord; 3] {
+    let at = chrono::DateTime::from_timestamp(1_780_000_000, 0).unwrap();
+    [1, 2, 3].map(|n| record_at(at, JournalDecision::Attempting, &key(n), "r"))
+}
+
+#[test]
+fn a_write_that_fails_fails_each_record_in_it_and_nothing_is_lost() {
+    let [first, second, third] = claims();
+    if let Some(path) = std::env::var_os(CHILD_JOURNAL) {
+        // Under a file-size limit that leaves room for two lines and part of a third.
+        let journal = JsonlJournal::open(&path).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let _entered = runtime.enter();
+        assert!(poll_once(pin!(journal.begin_grouped(&first.entry(), false))).is_ready());
+        let (second, third) = (second.entry(), third.entry());
+        let mut leader = Box::pin(journal.begin_grouped(&second, false));
+        let mut follower = Box::pin(journal.begin_grouped(&third, false));
+        assert!(poll_once(leader.as_mut()).is_pending());
+        assert!(poll_once(follower.as_mut()).is_pending());
+        drop(leader);
+        let Poll::Ready(Err(error)) = poll_once(follower.as_mut()) else {
+            panic!("the follower's record was cut short, yet it may go ahead");
+        };
+        // Its own error: its decision and key.
+        assert_eq!(error.decision(), Some(JournalDecision::Attempting));
+        assert_eq!(error.idempotency_key(), Some(key(3).as_str()));
+        // The memory was read again from the file: the second claim landed whole, the
+        // third did not, so it is not remembered as claimed.
+        let again = journal.begin(
+            &record(JournalDecision::Attempting, &key(2), "s").entry(),
+            false,
+        );
+        assert!(
+            matches!(again, Ok(claim) if !claim.claimed),
+            "the second claim is in the file"
+        );
+        // The third is clear, so claiming it again tries to write (and fails at the limit)
+        // rather than find a claim that never landed.
+        let again = journal.begin(
+            &record(JournalDecision::Attempting, &key(3), "s").entry(),
+            false,
+        );
+        assert!(
+            again.is_err(),
+            "the memory kept a claim the file does not hold: {again:?}"
+        );
+        return;
+    }
+    let mut line = Vec::new();
+    first.entry().write_json(&mut line);
+    let limit = 2 * (line.len() + 1) + 40;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.jsonl");
+    let status = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!(r#"trap '' XFSZ; exec prlimit --fsize={limit} -- "$@""#),
+            "sh",
+        ])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "group::a_write_that_fails_fails_each_record_in_it_and_nothing_is_lost",
+            "--exact",
+            "--quiet",
+            "--test-threads=1",
+        ])
+        .env(CHILD_JOURNAL, &path)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "the child's checks failed: {status:?}");
+    assert_eq!(
+        std::fs::read(&path).unwrap().len(),
+        limit,
+        "the limit did not cut the write"
+    );
+    // Without the limit: the cut line is a line of its own, the third key is clear.
+    let journal = JsonlJournal::open(&path).unwrap();
+    let claim = journal.begin(&third.entry(), false).unwrap();
+    assert!(claim.claimed && claim.memory == Memory::Clear, "{claim:?}");
+    let read: Vec<_> = JournalReader::open(&path).unwrap().collect();
+    assert_eq!(read.len(), 4);
+    assert!(read[2].is_err(), "the cut line reads as invalid");
 }
