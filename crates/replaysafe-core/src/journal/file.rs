@@ -562,15 +562,20 @@ type Written = Result<Option<Claim>, Failed>;
 
 /// Group commit. An asynchronous sender's record ([`Journal::append_grouped`],
 /// [`Ledger::begin_grouped`]) joins the records waiting; the first to join leads: while
-/// other deliveries are in flight it lets them run once (their outcomes and next claims
-/// join meanwhile), then writes every record waiting in one `write` under one lock of the
-/// file, and tells each sender what came of its own. Alone, a record is written at once.
+/// other deliveries are in flight it lets them run (their outcomes and next claims join
+/// meanwhile) until a round brings no new record, [`LEAD_ROUNDS`] at most, then writes
+/// every record waiting in one `write` under one lock of the file, and tells each sender
+/// what came of its own. Alone, a record is written at once.
 #[derive(Default)]
 struct Group {
     waiting: Vec<(Record, Arc<Done>)>,
     /// Whether a sender has taken on writing what waits.
     led: bool,
 }
+
+/// How many times at most a leader lets the other deliveries run before it writes: it
+/// writes as soon as a round brings no new record.
+const LEAD_ROUNDS: usize = 8;
 
 /// Where the leader puts what came of one sender's record, and wakes it.
 #[derive(Default)]
@@ -698,7 +703,17 @@ impl JsonlJournal {
         if leads {
             let lead = Lead(self);
             if others {
-                tokio::task::yield_now().await;
+                // Let the others run while records keep joining.
+                let mut joined = self.waiting();
+                for _ in 0..LEAD_ROUNDS {
+                    tokio::task::yield_now().await;
+                    // No new record, or another writer took them: write what waits.
+                    let now = self.waiting();
+                    if now <= joined {
+                        break;
+                    }
+                    joined = now;
+                }
             }
             drop(lead);
         }
@@ -707,6 +722,15 @@ impl JsonlJournal {
             self.in_flight.fetch_add(1, Ordering::Relaxed);
         }
         written
+    }
+
+    /// How many records wait to be written.
+    fn waiting(&self) -> usize {
+        self.group
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .waiting
+            .len()
     }
 
     fn take_waiting(&self) -> Vec<(Record, Arc<Done>)> {
