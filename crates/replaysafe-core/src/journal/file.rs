@@ -1,7 +1,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 
@@ -70,20 +70,7 @@ impl JsonlOptions {
         if let Some(parent) = parent {
             std::fs::create_dir_all(parent).map_err(error)?;
         }
-        // Read access lets each write look at the file's last byte first; a journal the
-        // process may only append to is still opened, and then every record starts with
-        // a newline, since nothing tells whether the file ends in one.
-        let mut options = OpenOptions::new();
-        options.create(true).append(true);
-        let (file, readable) = match options.clone().read(true).open(&path) {
-            Ok(file) => (file, true),
-            Err(denied) if denied.kind() == std::io::ErrorKind::PermissionDenied => {
-                (options.open(&path).map_err(error)?, false)
-            }
-            Err(other) => return Err(error(other)),
-        };
-        // And on what was opened, in case the path changed in between.
-        refuse_unless_regular(file.metadata().map_err(error)?.file_type()).map_err(error)?;
+        let (file, readable) = open_for_appending(&path).map_err(error)?;
         if self.durability == Durability::Fsync {
             // The file's entry in its folder must survive a power loss too.
             file.sync_all().map_err(error)?;
@@ -111,8 +98,29 @@ impl JsonlOptions {
             }),
             group: Mutex::new(Group::default()),
             in_flight: AtomicUsize::new(0),
+            process: AtomicU32::new(std::process::id()),
         })
     }
+}
+
+/// Opens `path` for appending, creating it, and says whether it could also be read.
+///
+/// Read access lets each write look at the file's last byte first; a journal the process
+/// may only append to is still opened, and then every record starts with a newline, since
+/// nothing tells whether the file ends in one. What was opened must be a regular file, in
+/// case the path changed since it was looked at.
+fn open_for_appending(path: &Path) -> std::io::Result<(File, bool)> {
+    let mut options = OpenOptions::new();
+    options.create(true).append(true);
+    let (file, readable) = match options.clone().read(true).open(path) {
+        Ok(file) => (file, true),
+        Err(denied) if denied.kind() == std::io::ErrorKind::PermissionDenied => {
+            (options.open(path)?, false)
+        }
+        Err(other) => return Err(other),
+    };
+    refuse_unless_regular(file.metadata()?.file_type())?;
+    Ok((file, readable))
 }
 
 /// Why a journal path was refused: it names something that is not a regular file.
@@ -203,6 +211,9 @@ pub struct JsonlJournal {
     /// Deliveries of asynchronous senders between their `attempting` record and their
     /// outcome's: while there are others, a record waits for theirs (see [`Group`]).
     in_flight: AtomicUsize,
+    /// The process whose file this is: a child of `fork` opens the file again (see
+    /// [`JsonlJournal::reopen_after_fork`]).
+    process: AtomicU32,
 }
 
 struct State {
@@ -383,8 +394,14 @@ impl Journal for JsonlJournal {
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let State { writer, bytes, .. } = &mut *state;
+        let State {
+            writer,
+            bytes,
+            keys,
+        } = &mut *state;
         if self.durability == Durability::Buffered {
+            self.reopen_after_fork(writer, bytes, keys)
+                .map_err(|e| JournalError::writing_record(self.shown(), entry, e))?;
             let before = bytes.len();
             entry.write_json(bytes);
             bytes.push(b'\n');
@@ -442,7 +459,13 @@ impl Journal for JsonlJournal {
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let State { writer, bytes, .. } = &mut *state;
+        let State {
+            writer,
+            bytes,
+            keys,
+        } = &mut *state;
+        self.reopen_after_fork(writer, bytes, keys)
+            .map_err(|e| JournalError::writing(self.shown(), e))?;
         if bytes.len() <= 1 {
             return Ok(());
         }
@@ -571,6 +594,8 @@ struct Group {
     waiting: Vec<(Record, Arc<Done>)>,
     /// Whether a sender has taken on writing what waits.
     led: bool,
+    /// The process the records are of (0 before the first).
+    process: u32,
 }
 
 /// How many times at most a leader lets the other deliveries run before it writes: it
@@ -693,10 +718,7 @@ impl JsonlJournal {
         );
         let done = Arc::new(Done::default());
         let leads = {
-            let mut group = self
-                .group
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut group = self.group();
             group.waiting.push((record, done.clone()));
             !std::mem::replace(&mut group.led, true)
         };
@@ -724,20 +746,60 @@ impl JsonlJournal {
         written
     }
 
-    /// How many records wait to be written.
-    fn waiting(&self) -> usize {
-        self.group
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .waiting
-            .len()
-    }
-
-    fn take_waiting(&self) -> Vec<(Record, Arc<Done>)> {
+    /// The records waiting. In a child of `fork`, those the parent's senders left
+    /// waiting, and its count of deliveries in flight, are forgotten first: they are the
+    /// parent's to write and finish.
+    fn group(&self) -> std::sync::MutexGuard<'_, Group> {
         let mut group = self
             .group
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let process = std::process::id();
+        if group.process != process {
+            if group.process != 0 {
+                group.waiting.clear();
+                group.led = false;
+                self.in_flight.store(0, Ordering::Relaxed);
+            }
+            group.process = process;
+        }
+        group
+    }
+
+    /// In a child of `fork`, opens the file again before writing: a descriptor inherited
+    /// across `fork` shares its open file, and with it the `flock`, with the parent and
+    /// every other child, so the lock would no longer keep their claims apart. The
+    /// parent's buffered records are the parent's to write; the key index is read again.
+    /// When the file cannot be opened nothing is written (the error says why).
+    fn reopen_after_fork(
+        &self,
+        writer: &mut Writer,
+        bytes: &mut Vec<u8>,
+        keys: &mut Option<KeyIndex>,
+    ) -> std::io::Result<()> {
+        let process = std::process::id();
+        if self.process.load(Ordering::Relaxed) == process {
+            return Ok(());
+        }
+        let (file, readable) = open_for_appending(&self.path)?;
+        *writer = Writer {
+            file,
+            readable,
+            end: None,
+        };
+        bytes.truncate(1);
+        *keys = None;
+        self.process.store(process, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// How many records wait to be written.
+    fn waiting(&self) -> usize {
+        self.group().waiting.len()
+    }
+
+    fn take_waiting(&self) -> Vec<(Record, Arc<Done>)> {
+        let mut group = self.group();
         group.led = false;
         std::mem::take(&mut group.waiting)
     }
@@ -775,6 +837,10 @@ impl JsonlJournal {
             keys,
         } = state;
         let records: Vec<&Record> = records.collect();
+        if let Err(error) = self.reopen_after_fork(writer, bytes, keys) {
+            let failed = Failed::new(false, &error);
+            return records.iter().map(|_| Err(failed.clone())).collect();
+        }
         let locked = writer.file.lock().is_ok();
         // Records buffered earlier go first, in order; when they cannot be written they
         // stay buffered, and nothing after them is written.
