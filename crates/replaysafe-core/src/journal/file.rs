@@ -400,7 +400,7 @@ impl Journal for JsonlJournal {
             keys,
         } = &mut *state;
         if self.durability == Durability::Buffered {
-            self.reopen_after_fork(writer, bytes, keys)
+            self.reopen_after_fork(std::process::id(), writer, bytes, keys)
                 .map_err(|e| JournalError::writing_record(self.shown(), entry, e))?;
             let before = bytes.len();
             entry.write_json(bytes);
@@ -464,7 +464,7 @@ impl Journal for JsonlJournal {
             bytes,
             keys,
         } = &mut *state;
-        self.reopen_after_fork(writer, bytes, keys)
+        self.reopen_after_fork(std::process::id(), writer, bytes, keys)
             .map_err(|e| JournalError::writing(self.shown(), e))?;
         if bytes.len() <= 1 {
             return Ok(());
@@ -692,9 +692,11 @@ impl JsonlJournal {
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let waiting = self.take_waiting();
+        let process = std::process::id();
+        let waiting = self.take_waiting(process);
         let mut written = self.write_records(
             &mut state,
+            process,
             std::iter::once(&record).chain(waiting.iter().map(|(record, _)| record)),
         );
         drop(state);
@@ -718,7 +720,7 @@ impl JsonlJournal {
         );
         let done = Arc::new(Done::default());
         let leads = {
-            let mut group = self.group();
+            let mut group = self.group(std::process::id());
             group.waiting.push((record, done.clone()));
             !std::mem::replace(&mut group.led, true)
         };
@@ -746,15 +748,15 @@ impl JsonlJournal {
         written
     }
 
-    /// The records waiting. In a child of `fork`, those the parent's senders left
+    /// The records waiting, in process `process` (this one's id, looked up once by the
+    /// caller). In a child of `fork`, those the parent's senders left
     /// waiting, and its count of deliveries in flight, are forgotten first: they are the
     /// parent's to write and finish.
-    fn group(&self) -> std::sync::MutexGuard<'_, Group> {
+    fn group(&self, process: u32) -> std::sync::MutexGuard<'_, Group> {
         let mut group = self
             .group
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let process = std::process::id();
         if group.process != process {
             if group.process != 0 {
                 group.waiting.clear();
@@ -773,11 +775,11 @@ impl JsonlJournal {
     /// When the file cannot be opened nothing is written (the error says why).
     fn reopen_after_fork(
         &self,
+        process: u32,
         writer: &mut Writer,
         bytes: &mut Vec<u8>,
         keys: &mut Option<KeyIndex>,
     ) -> std::io::Result<()> {
-        let process = std::process::id();
         if self.process.load(Ordering::Relaxed) == process {
             return Ok(());
         }
@@ -795,11 +797,15 @@ impl JsonlJournal {
 
     /// How many records wait to be written.
     fn waiting(&self) -> usize {
-        self.group().waiting.len()
+        self.group
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .waiting
+            .len()
     }
 
-    fn take_waiting(&self) -> Vec<(Record, Arc<Done>)> {
-        let mut group = self.group();
+    fn take_waiting(&self, process: u32) -> Vec<(Record, Arc<Done>)> {
+        let mut group = self.group(process);
         group.led = false;
         std::mem::take(&mut group.waiting)
     }
@@ -810,11 +816,16 @@ impl JsonlJournal {
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let waiting = self.take_waiting();
+        let process = std::process::id();
+        let waiting = self.take_waiting(process);
         if waiting.is_empty() {
             return;
         }
-        let written = self.write_records(&mut state, waiting.iter().map(|(record, _)| record));
+        let written = self.write_records(
+            &mut state,
+            process,
+            waiting.iter().map(|(record, _)| record),
+        );
         drop(state);
         for ((_, done), written) in waiting.into_iter().zip(written) {
             done.finish(written);
@@ -829,6 +840,7 @@ impl JsonlJournal {
     fn write_records<'r>(
         &self,
         state: &mut State,
+        process: u32,
         records: impl Iterator<Item = &'r Record>,
     ) -> Vec<Written> {
         let State {
@@ -837,7 +849,7 @@ impl JsonlJournal {
             keys,
         } = state;
         let records: Vec<&Record> = records.collect();
-        if let Err(error) = self.reopen_after_fork(writer, bytes, keys) {
+        if let Err(error) = self.reopen_after_fork(process, writer, bytes, keys) {
             let failed = Failed::new(false, &error);
             return records.iter().map(|_| Err(failed.clone())).collect();
         }
