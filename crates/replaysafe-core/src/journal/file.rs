@@ -489,7 +489,6 @@ impl Ledger for JsonlJournal {
         attempting: &JournalEntry<'_>,
         retry_in_doubt: bool,
     ) -> Result<Claim, JournalError> {
-        self.refuse_unreadable(attempting)?;
         let claim = self
             .write_now(Record::of(attempting, Some(retry_in_doubt)))
             .map_err(|failed| failed.into_error(self.shown(), attempting))?;
@@ -502,7 +501,6 @@ impl Ledger for JsonlJournal {
         retry_in_doubt: bool,
     ) -> JournalFuture<'a, Claim> {
         Box::pin(async move {
-            self.refuse_unreadable(attempting)?;
             let claim = self
                 .write_grouped(Record::of(attempting, Some(retry_in_doubt)))
                 .await
@@ -645,30 +643,11 @@ struct Lead<'a>(&'a JsonlJournal);
 
 impl Drop for Lead<'_> {
     fn drop(&mut self) {
-        self.0.write_waiting();
+        self.0.write_waiting_with(None);
     }
 }
 
 impl JsonlJournal {
-    fn refuse_unreadable(&self, attempting: &JournalEntry<'_>) -> Result<(), JournalError> {
-        let state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if state.writer.readable {
-            return Ok(());
-        }
-        Err(JournalError::recalling(
-            self.shown(),
-            attempting.idempotency_key,
-            std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                "the journal can be appended to but not read, so what it knows of the key cannot be told: \
-                 make it readable, or turn the ledger off for this client",
-            ),
-        ))
-    }
-
     /// Counts deliveries in flight: one more after a written `attempting` record, one
     /// fewer after an outcome. Whether others were in flight when `record` came.
     fn others_in_flight(&self, record: &Record) -> bool {
@@ -688,19 +667,29 @@ impl JsonlJournal {
 
     /// Writes `record` with whatever other senders' records wait, now.
     fn write_now(&self, record: Record) -> Written {
+        self.write_waiting_with(Some(record))
+            .expect("a record of its own is answered")
+    }
+
+    /// Writes the records waiting, after `own` when there is one, and tells their
+    /// senders; what came of `own`.
+    fn write_waiting_with(&self, own: Option<Record>) -> Option<Written> {
         let mut state = self
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let process = std::process::id();
         let waiting = self.take_waiting(process);
+        if own.is_none() && waiting.is_empty() {
+            return None;
+        }
         let mut written = self.write_records(
             &mut state,
             process,
-            std::iter::once(&record).chain(waiting.iter().map(|(record, _)| record)),
+            own.iter().chain(waiting.iter().map(|(record, _)| record)),
         );
         drop(state);
-        let own = written.remove(0);
+        let own = own.map(|_| written.remove(0));
         for ((_, done), written) in waiting.into_iter().zip(written) {
             done.finish(written);
         }
@@ -810,28 +799,6 @@ impl JsonlJournal {
         std::mem::take(&mut group.waiting)
     }
 
-    /// Writes the records waiting and tells their senders.
-    fn write_waiting(&self) {
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let process = std::process::id();
-        let waiting = self.take_waiting(process);
-        if waiting.is_empty() {
-            return;
-        }
-        let written = self.write_records(
-            &mut state,
-            process,
-            waiting.iter().map(|(record, _)| record),
-        );
-        drop(state);
-        for ((_, done), written) in waiting.into_iter().zip(written) {
-            done.finish(written);
-        }
-    }
-
     /// Writes `records`, in order, in one `write` under the file's lock. A claim is
     /// looked up in the memory of keys first (with what other processes appended since
     /// the last look) and written only when its key may be attempted; the claims and
@@ -912,7 +879,10 @@ impl JsonlJournal {
                     written.push(Err(Failed {
                         recalling: true,
                         kind: std::io::ErrorKind::PermissionDenied,
-                        message: "the journal cannot be read".into(),
+                        message: "the journal can be appended to but not read, so what it knows \
+                                  of the key cannot be told: make it readable, or turn the ledger \
+                                  off for this client"
+                            .into(),
                     }));
                     continue;
                 }
@@ -973,5 +943,46 @@ impl Drop for JsonlJournal {
         if let Err(error) = Journal::flush(self) {
             tracing::error!(target: "replaysafe::journal", %error, "journal tail not flushed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::{JournalRecord, RecordEffect, RecordWindow};
+
+    fn record(decision: JournalDecision) -> JournalRecord {
+        let now = chrono::DateTime::from_timestamp(1_780_000_000, 0).unwrap();
+        JournalRecord::new(
+            now,
+            decision,
+            "p",
+            "r",
+            "scheduled",
+            RecordWindow::new(now - chrono::TimeDelta::hours(1), now),
+            RecordEffect::new("email", "m", "t", "ab".repeat(32), "00", 1),
+        )
+        .with_attempt(1)
+    }
+
+    /// A journal the process may append to but not read (root reads any file, so the
+    /// state is set here rather than by the file's mode).
+    #[test]
+    fn a_journal_that_cannot_be_read_claims_nothing_and_says_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let journal = JsonlJournal::open(&path).unwrap();
+        journal.state.lock().unwrap().writer.readable = false;
+        let attempting = record(JournalDecision::Attempting);
+        let error = journal.begin(&attempting.entry(), false).unwrap_err();
+        let text = crate::error_chain(&error);
+        assert!(text.contains("appended to but not read"), "{text}");
+        assert!(text.contains(&"ab".repeat(32)), "the error names the key: {text}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"", "nothing was written");
+        // Records that claim nothing are still appended.
+        journal
+            .append(&record(JournalDecision::Delivered).entry())
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
     }
 }

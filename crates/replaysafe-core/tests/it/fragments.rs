@@ -138,23 +138,12 @@ fn a_write_cut_short_by_the_file_size_limit_sends_nothing() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("journal.jsonl");
-    let status = std::process::Command::new("sh")
-        .args([
-            "-c",
-            r#"trap '' XFSZ; exec prlimit --fsize=100 -- "$@""#,
-            "sh",
-        ])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "fragments::a_write_cut_short_by_the_file_size_limit_sends_nothing",
-            "--exact",
-            "--quiet",
-            "--test-threads=1",
-        ])
-        .env(CHILD_JOURNAL, &path)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
+    let status = crate::support::run_under_file_size_limit(
+        "fragments::a_write_cut_short_by_the_file_size_limit_sends_nothing",
+        CHILD_JOURNAL,
+        &path,
+        100,
+    );
     assert!(status.success(), "the child's checks failed: {status:?}");
     let cut = std::fs::read(&path).unwrap();
     assert_eq!(cut.len(), 100, "the limit did not cut the line");

@@ -350,23 +350,12 @@ fn a_write_that_fails_fails_each_record_in_it_and_nothing_is_lost() {
     let limit = 2 * (line.len() + 1) + 40;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("journal.jsonl");
-    let status = std::process::Command::new("sh")
-        .args([
-            "-c",
-            &format!(r#"trap '' XFSZ; exec prlimit --fsize={limit} -- "$@""#),
-            "sh",
-        ])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "group::a_write_that_fails_fails_each_record_in_it_and_nothing_is_lost",
-            "--exact",
-            "--quiet",
-            "--test-threads=1",
-        ])
-        .env(CHILD_JOURNAL, &path)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
+    let status = crate::support::run_under_file_size_limit(
+        "group::a_write_that_fails_fails_each_record_in_it_and_nothing_is_lost",
+        CHILD_JOURNAL,
+        &path,
+        limit,
+    );
     assert!(status.success(), "the child's checks failed: {status:?}");
     assert_eq!(
         std::fs::read(&path).unwrap().len(),

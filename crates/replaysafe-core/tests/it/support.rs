@@ -22,3 +22,26 @@ pub(crate) fn context(kind: RunKind, window: Window, now: DateTime<Utc>) -> Repl
         .build()
         .unwrap()
 }
+
+/// Runs the test `test` of this binary again in a child process, under a file-size limit
+/// of `limit` bytes with `SIGXFSZ` ignored (a write past it is cut short, then fails with
+/// `EFBIG`), with `path` in the variable `variable`; the child's exit status.
+pub(crate) fn run_under_file_size_limit(
+    test: &str,
+    variable: &str,
+    path: &std::path::Path,
+    limit: usize,
+) -> std::process::ExitStatus {
+    std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!(r#"trap '' XFSZ; exec prlimit --fsize={limit} -- "$@""#),
+            "sh",
+        ])
+        .arg(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--quiet", "--test-threads=1"])
+        .env(variable, path)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap()
+}
