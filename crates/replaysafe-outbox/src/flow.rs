@@ -337,6 +337,18 @@ impl Flow {
         circuit && token && !held
     }
 
+    /// The wait before a token of the route's shared rate is due, from the bucket's
+    /// tokens after the take ([`crate::OutboxStore::take_shared_token`]), or `None` when
+    /// it is longer than `within` (the token is then given back).
+    pub(crate) fn shared_token_wait(&self, tokens: f64, within: Duration) -> Option<Duration> {
+        let (per_second, _) = self.shared_rate?;
+        if tokens >= 0.0 {
+            return Some(Duration::ZERO);
+        }
+        let wait = Duration::try_from_secs_f64(-tokens / per_second).unwrap_or(Duration::MAX);
+        (wait <= within).then_some(wait)
+    }
+
     /// Claims none of the route's rows until `until`: its shared bucket gave no token in
     /// time (or could not be read), so claiming them again at once would only give them
     /// back again.
@@ -597,5 +609,21 @@ mod tests {
         );
         tokio::time::advance(Duration::from_secs(2)).await;
         assert!(flow.claimable(Instant::now()));
+    }
+
+    #[test]
+    fn a_shared_token_owed_later_than_the_lease_is_not_waited_for() {
+        let flow = Flow::new("partner", &FlowControl::default().with_shared_rate(2.0));
+        let lease = Duration::from_secs(1);
+        assert_eq!(flow.shared_token_wait(0.0, lease), Some(Duration::ZERO));
+        assert_eq!(
+            flow.shared_token_wait(-1.0, lease),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(flow.shared_token_wait(-2.0, lease), Some(lease));
+        assert_eq!(flow.shared_token_wait(-3.0, lease), None);
+        // A worker's own bucket is not asked.
+        let own = Flow::new("partner", &FlowControl::default().with_rate(2.0));
+        assert_eq!(own.shared_token_wait(-1.0, lease), None);
     }
 }

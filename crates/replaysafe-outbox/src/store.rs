@@ -429,20 +429,6 @@ pub(crate) const TAKE_PROBE_SQL: &str = "UPDATE replaysafe_outbox_circuits \
     SET next_probe_at_ms = $3, updated_at_ms = $2 \
     WHERE route = $1 AND state = 'open' AND next_probe_at_ms <= $2";
 
-/// Gives back a shared token (`$1` route, `$2` capacity); SQLite spells `LEAST` `min`.
-pub(crate) const GIVE_BACK_SHARED_TOKEN_SQL: &str =
-    "UPDATE replaysafe_outbox_rates SET tokens = LEAST($2::float8, tokens + 1) WHERE route = $1";
-
-/// The wait before a shared token is due, from the bucket's tokens after the take, or
-/// `None` when it is longer than `within` (the take is then to be given back).
-pub(crate) fn token_wait(tokens: f64, per_second: f64, within: Duration) -> Option<Duration> {
-    if tokens >= 0.0 {
-        return Some(Duration::ZERO);
-    }
-    let wait = Duration::try_from_secs_f64(-tokens / per_second).unwrap_or(Duration::MAX);
-    (wait <= within).then_some(wait)
-}
-
 /// A circuit as columns.
 pub(crate) struct CircuitValues {
     pub(crate) route: String,
@@ -608,24 +594,24 @@ pub trait OutboxStore: Send + Sync + fmt::Debug {
     }
 
     /// Takes a token of `route`'s rate shared by the workers of the outbox: a bucket of
-    /// `capacity` tokens refilled at `per_second`, kept in the database and updated in one
-    /// statement. Returns how long to wait before the token is due (0 when one was at
-    /// hand; the bucket goes below zero while deliveries wait for theirs), or `None`, with
-    /// nothing taken, when that wait would be longer than `within`. The default, for a
-    /// store without a rates table, hands every token at once.
+    /// `capacity` tokens refilled at `per_second`, kept in the database, refilled to `now`
+    /// and taken from in one statement. Returns the tokens left: below zero, the token is
+    /// owed (`-tokens / per_second` seconds away) to a delivery that waits for it, or that
+    /// gives it back ([`OutboxStore::give_back_shared_token`]) when it will not wait so
+    /// long. The default, for a store without a rates table, always has a token at hand.
     async fn take_shared_token(
         &self,
         route: &str,
         per_second: f64,
         capacity: f64,
-        within: Duration,
         now: DateTime<Utc>,
-    ) -> Result<Option<Duration>, OutboxError> {
-        let _ = (route, per_second, capacity, within, now);
-        Ok(Some(Duration::ZERO))
+    ) -> Result<f64, OutboxError> {
+        let _ = (route, per_second, now);
+        Ok(capacity - 1.0)
     }
 
-    /// Gives back a shared token taken for a row that was then not sent.
+    /// Gives back a shared token taken for a row that was then not sent (the bucket holds
+    /// at most `capacity`).
     async fn give_back_shared_token(&self, route: &str, capacity: f64) -> Result<(), OutboxError> {
         let _ = (route, capacity);
         Ok(())

@@ -571,13 +571,16 @@ impl Worker {
         let left = (lease_ends - self.clock.now()).to_std().unwrap_or_default();
         let wait = match flow.shared_rate() {
             Some((per_second, capacity)) => {
-                match self
+                let taken = self
                     .store
-                    .take_shared_token(route, per_second, capacity, left, self.clock.now())
+                    .take_shared_token(route, per_second, capacity, self.clock.now())
                     .await
-                {
+                    .map(|tokens| flow.shared_token_wait(tokens, left));
+                match taken {
                     Ok(Some(wait)) => wait,
                     Ok(None) => {
+                        // Owed too late for this claim's lease: given back with the row.
+                        self.give_back_token(route, flow).await;
                         flow.hold_shared_rate(tokio::time::Instant::now() + self.poll);
                         return None;
                     }

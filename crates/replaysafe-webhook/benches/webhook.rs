@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use replaysafe_bench::{Report, interleaved_chunks, per_second};
 use replaysafe_core::journal::{Claim, JournalEntry, JournalError, Ledger};
-use replaysafe_core::{Guard, IdempotencyKey, Journal};
+use replaysafe_core::{Guard, GuardLayer, IdempotencyKey, Journal};
 use replaysafe_outbox::postgres::{PostgresJournal, parse_url};
 use replaysafe_outbox::tokio_postgres::{self, NoTls};
 use replaysafe_test::contexts;
@@ -80,6 +80,17 @@ fn start_receiver(delay: Duration) -> SocketAddr {
 
 fn body(index: usize) -> serde_json::Value {
     json!({"type": "orders.daily_total", "orders": index, "revenue_eur": 88412.5})
+}
+
+/// A guarded client of the loopback receiver at `url`, journaling to `journal`.
+fn guarded_client(url: &str, journal: impl Into<GuardLayer>) -> Guard<WebhookClient> {
+    WebhookClient::builder(url)
+        .ssrf_policy(
+            SsrfPolicy::default()
+                .allow_network("127.0.0.1/32".parse::<IpNetwork>().expect("network")),
+        )
+        .build(journal)
+        .expect("guarded client")
 }
 
 /// Sends `count` guarded webhooks from number `first`, `in_flight` at a time.
@@ -248,13 +259,7 @@ fn postgres_journal(
         claims: Tally::default(),
         appends: Tally::default(),
     });
-    let guarded = WebhookClient::builder(url.as_str())
-        .ssrf_policy(
-            SsrfPolicy::default()
-                .allow_network("127.0.0.1/32".parse::<IpNetwork>().expect("network")),
-        )
-        .build(journal.clone())
-        .expect("guarded client");
+    let guarded = guarded_client(&url, journal.clone());
 
     runtime.block_on(guarded_chunk(&guarded, 1, 0, SLOW_CHUNK));
     runtime.block_on(raw_chunk(raw, &url, key, 1, 0, SLOW_CHUNK));
@@ -490,13 +495,7 @@ fn main() {
         replaysafe_core::JsonlJournal::open(journal_dir.path().join("journal.jsonl"))
             .expect("journal"),
     );
-    let guarded = WebhookClient::builder(url.as_str())
-        .ssrf_policy(
-            SsrfPolicy::default()
-                .allow_network("127.0.0.1/32".parse::<IpNetwork>().expect("network")),
-        )
-        .build(journal.clone())
-        .expect("guarded client");
+    let guarded = guarded_client(&url, journal.clone());
     // The same settings the webhook client gives reqwest.
     let raw = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -509,13 +508,7 @@ fn main() {
     let key = IdempotencyKey::parse(&"ab".repeat(32)).expect("key");
     // The same guarded client with a journal that keeps nothing: what the gate, the key and
     // the HTTP layer cost without the two journal writes a durable delivery makes.
-    let unjournaled = WebhookClient::builder(url.as_str())
-        .ssrf_policy(
-            SsrfPolicy::default()
-                .allow_network("127.0.0.1/32".parse::<IpNetwork>().expect("network")),
-        )
-        .build(replaysafe_core::journal::NoopJournal)
-        .expect("guarded client");
+    let unjournaled = guarded_client(&url, replaysafe_core::journal::NoopJournal);
 
     let subjects = Subjects {
         runtime: &runtime,

@@ -977,7 +977,10 @@ mod tests {
         let error = journal.begin(&attempting.entry(), false).unwrap_err();
         let text = crate::error_chain(&error);
         assert!(text.contains("appended to but not read"), "{text}");
-        assert!(text.contains(&"ab".repeat(32)), "the error names the key: {text}");
+        assert!(
+            text.contains(&"ab".repeat(32)),
+            "the error names the key: {text}"
+        );
         assert_eq!(std::fs::read(&path).unwrap(), b"", "nothing was written");
         // Records that claim nothing are still appended.
         journal

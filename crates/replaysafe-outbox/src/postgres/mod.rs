@@ -41,9 +41,8 @@ pub use schema::{SCHEMA_VERSION, check_schema, migrate, schema_version};
 use crate::row::{RowContext, StagedRow, from_millis, millis, prepare};
 use crate::store::{
     CIRCUITS_SQL, CircuitRecord, CircuitValues, ClaimRequest, ClaimedRow, Completion,
-    CompletionResult, GIVE_BACK_SHARED_TOKEN_SQL, OperatorAction, OutboxStore, RECORD_CIRCUIT_SQL,
-    RowSummary, StatusCount, StoreCounters, TAKE_PROBE_SQL, WAITING_IN_KEY_ORDER_SQL,
-    circuit_record, purge_cutoff, token_wait,
+    CompletionResult, OperatorAction, OutboxStore, RECORD_CIRCUIT_SQL, RowSummary, StatusCount,
+    StoreCounters, TAKE_PROBE_SQL, WAITING_IN_KEY_ORDER_SQL, circuit_record, purge_cutoff,
 };
 use crate::{OutboxError, Route, SourceVersion, StageOptions, Staged, Status};
 
@@ -787,6 +786,10 @@ const TAKE_SHARED_TOKEN_SQL: &str = "INSERT INTO replaysafe_outbox_rates AS r (r
     refilled_at_ms = GREATEST(r.refilled_at_ms, $4::int8) \
     RETURNING tokens";
 
+/// Gives back a shared token (`$1` route, `$2` capacity).
+const GIVE_BACK_SHARED_TOKEN_SQL: &str =
+    "UPDATE replaysafe_outbox_rates SET tokens = LEAST($2::float8, tokens + 1) WHERE route = $1";
+
 /// A claim token: 128 random bits, hex.
 fn new_token() -> String {
     format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
@@ -1183,9 +1186,8 @@ impl OutboxStore for PostgresOutbox {
         route: &str,
         per_second: f64,
         capacity: f64,
-        within: Duration,
         now: DateTime<Utc>,
-    ) -> Result<Option<Duration>, OutboxError> {
+    ) -> Result<f64, OutboxError> {
         let client = self.client("taking a shared token").await?;
         let row = client
             .query_one(
@@ -1194,15 +1196,7 @@ impl OutboxStore for PostgresOutbox {
             )
             .await
             .map_err(sql("taking a shared token"))?;
-        let tokens: f64 = row.try_get(0).map_err(sql("taking a shared token"))?;
-        let wait = token_wait(tokens, per_second, within);
-        if wait.is_none() {
-            client
-                .execute(GIVE_BACK_SHARED_TOKEN_SQL, &[&route, &capacity])
-                .await
-                .map_err(sql("giving back a shared token"))?;
-        }
-        Ok(wait)
+        row.try_get(0).map_err(sql("taking a shared token"))
     }
 
     async fn give_back_shared_token(&self, route: &str, capacity: f64) -> Result<(), OutboxError> {

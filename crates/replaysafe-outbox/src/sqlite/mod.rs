@@ -28,9 +28,8 @@ pub use schema::{SCHEMA_VERSION, check_schema, migrate, schema_version};
 use crate::row::{RowContext, StagedRow, from_millis, millis, prepare};
 use crate::store::{
     CIRCUITS_SQL, CircuitRecord, CircuitValues, ClaimRequest, ClaimedRow, Completion,
-    CompletionResult, GIVE_BACK_SHARED_TOKEN_SQL, OperatorAction, OutboxStore, RECORD_CIRCUIT_SQL,
-    RowSummary, StatusCount, StoreCounters, TAKE_PROBE_SQL, WAITING_IN_KEY_ORDER_SQL,
-    circuit_record, purge_cutoff, token_wait,
+    CompletionResult, OperatorAction, OutboxStore, RECORD_CIRCUIT_SQL, RowSummary, StatusCount,
+    StoreCounters, TAKE_PROBE_SQL, WAITING_IN_KEY_ORDER_SQL, circuit_record, purge_cutoff,
 };
 use crate::{OutboxError, Route, SourceVersion, StageOptions, Staged, Status};
 
@@ -1018,41 +1017,28 @@ impl OutboxStore for SqliteOutbox {
         route: &str,
         per_second: f64,
         capacity: f64,
-        within: Duration,
         now: DateTime<Utc>,
-    ) -> Result<Option<Duration>, OutboxError> {
-        let name = route.to_owned();
-        let wait = self
-            .run("taking a shared token", move |conn| {
-                let route = name;
-                let tokens: f64 = conn
-                    .prepare_cached(TAKE_SHARED_TOKEN_SQL)
-                    .and_then(|mut s| {
-                        s.query_row(
-                            rusqlite::params![route, per_second, capacity, millis(now)],
-                            |row| row.get(0),
-                        )
-                    })
-                    .map_err(sql("taking a shared token"))?;
-                Ok(token_wait(tokens, per_second, within))
-            })
-            .await?;
-        if wait.is_none() {
-            self.give_back_shared_token(route, capacity).await?;
-        }
-        Ok(wait)
+    ) -> Result<f64, OutboxError> {
+        let route = route.to_owned();
+        self.run("taking a shared token", move |conn| {
+            conn.prepare_cached(TAKE_SHARED_TOKEN_SQL)
+                .and_then(|mut s| {
+                    s.query_row(
+                        rusqlite::params![route, per_second, capacity, millis(now)],
+                        |row| row.get(0),
+                    )
+                })
+                .map_err(sql("taking a shared token"))
+        })
+        .await
     }
 
     async fn give_back_shared_token(&self, route: &str, capacity: f64) -> Result<(), OutboxError> {
         let route = route.to_owned();
         self.run("giving back a shared token", move |conn| {
-            conn.prepare_cached(
-                &placeholders(GIVE_BACK_SHARED_TOKEN_SQL)
-                    .replace("LEAST", "min")
-                    .replace("::float8", ""),
-            )
-            .and_then(|mut s| s.execute(rusqlite::params![route, capacity]))
-            .map_err(sql("giving back a shared token"))?;
+            conn.prepare_cached(GIVE_BACK_SHARED_TOKEN_SQL)
+                .and_then(|mut s| s.execute(rusqlite::params![route, capacity]))
+                .map_err(sql("giving back a shared token"))?;
             Ok(())
         })
         .await
@@ -1084,6 +1070,10 @@ const TAKE_SHARED_TOKEN_SQL: &str = "INSERT INTO replaysafe_outbox_rates (route,
         + max(?4 - replaysafe_outbox_rates.refilled_at_ms, 0) / 1000.0 * ?2) - 1, \
     refilled_at_ms = max(replaysafe_outbox_rates.refilled_at_ms, ?4) \
     RETURNING tokens";
+
+/// Gives back a shared token (`?1` route, `?2` capacity).
+const GIVE_BACK_SHARED_TOKEN_SQL: &str =
+    "UPDATE replaysafe_outbox_rates SET tokens = min(?2, tokens + 1) WHERE route = ?1";
 
 /// `$N` placeholders as SQLite's `?N`.
 fn placeholders(statement: &str) -> String {

@@ -1251,48 +1251,37 @@ async fn circuits_are_shared_and_one_worker_takes_each_due_probe() {
 }
 
 /// A rate's bucket shared through PostgreSQL: a second's burst, then tokens owed one
-/// interval apart; one whose wait is longer than allowed is not taken; time refills it.
+/// interval apart (below zero); a token given back is owed no more; time refills it, up
+/// to its capacity.
 #[tokio::test]
 async fn a_shared_rates_bucket_hands_tokens_at_its_rate_to_every_worker() {
     let fx = PgFixture::new().await;
     let other = PostgresOutbox::connect(&fx.url).await.unwrap();
     let now = contexts::now();
-    let take = |store: &PostgresOutbox, within: Duration, at| {
+    let take = |store: &PostgresOutbox, at| {
         let store = store.clone();
         async move {
             store
-                .take_shared_token("partner", 2.0, 2.0, within, at)
+                .take_shared_token("partner", 2.0, 2.0, at)
                 .await
                 .unwrap()
         }
     };
-    let long = Duration::from_secs(60);
-    assert_eq!(take(&fx.outbox, long, now).await, Some(Duration::ZERO));
-    assert_eq!(take(&other, long, now).await, Some(Duration::ZERO));
-    // The bucket is empty: the next token is owed half a second from now, the one after
-    // a second; one that may wait a quarter of a second only is not taken.
-    assert_eq!(
-        take(&other, long, now).await,
-        Some(Duration::from_millis(500))
-    );
-    assert_eq!(
-        take(&fx.outbox, Duration::from_millis(250), now).await,
-        None
-    );
-    assert_eq!(
-        take(&fx.outbox, long, now).await,
-        Some(Duration::from_secs(1))
-    );
-    // Given back, then three seconds later: full again (two tokens), never more.
+    assert_eq!(take(&fx.outbox, now).await, 1.0);
+    assert_eq!(take(&other, now).await, 0.0);
+    // The bucket is empty: the next token is owed half a second from now (2/s), the
+    // one after a second.
+    assert_eq!(take(&other, now).await, -1.0);
+    assert_eq!(take(&fx.outbox, now).await, -2.0);
+    // That one was not waited for: given back, the next is owed a second from now again.
     fx.outbox
         .give_back_shared_token("partner", 2.0)
         .await
         .unwrap();
+    assert_eq!(take(&other, now).await, -2.0);
+    // Three seconds later: full again (two tokens), never more.
     let later = now + TimeDelta::seconds(3);
-    assert_eq!(take(&fx.outbox, long, later).await, Some(Duration::ZERO));
-    assert_eq!(take(&other, long, later).await, Some(Duration::ZERO));
-    assert_eq!(
-        take(&other, long, later).await,
-        Some(Duration::from_millis(500))
-    );
+    assert_eq!(take(&fx.outbox, later).await, 1.0);
+    assert_eq!(take(&other, later).await, 0.0);
+    assert_eq!(take(&other, later).await, -1.0);
 }
