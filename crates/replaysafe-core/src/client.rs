@@ -1,5 +1,6 @@
 //! The trait every adapter implements, and how its errors are classified.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +26,20 @@ pub trait Classify {
     fn retry_after(&self) -> Option<Duration> {
         None
     }
+
+    /// What class of failure this is, as OpenTelemetry's `error.type` names it: few
+    /// values, none carrying a target, an address or a secret. The receiver's status code
+    /// when it answered with one (`503`, SMTP's `550`), `timeout` or `connect` when it
+    /// gave no answer for that reason, a word of the adapter's own for other known
+    /// classes (`host_key`), and [`ERROR_TYPE_OTHER`] (`_OTHER`, the default) when none
+    /// fits.
+    fn error_type(&self) -> Cow<'static, str> {
+        Cow::Borrowed(ERROR_TYPE_OTHER)
+    }
 }
+
+/// The `error.type` of a failure of no known class (OpenTelemetry's fallback value).
+pub const ERROR_TYPE_OTHER: &str = "_OTHER";
 
 /// One delivery attempt, handed by [`crate::Guard`] to [`EffectClient::deliver`].
 ///

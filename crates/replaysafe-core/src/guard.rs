@@ -182,6 +182,17 @@ impl<E: std::error::Error + Classify + 'static> Classify for SendError<E> {
             _ => None,
         }
     }
+
+    /// The client error's class when delivery failed; `invalid`, `journal` and
+    /// `key_changed` otherwise.
+    fn error_type(&self) -> std::borrow::Cow<'static, str> {
+        match self {
+            SendError::Failed { source, .. } => source.error_type(),
+            SendError::Invalid(_) => "invalid".into(),
+            SendError::Journal { .. } => "journal".into(),
+            SendError::KeyChanged { .. } => "key_changed".into(),
+        }
+    }
 }
 
 impl<C: EffectClient> Guard<C> {
@@ -492,10 +503,12 @@ impl<C: EffectClient> Guard<C> {
                 Err(error) => {
                     // The whole chain: each layer says what it was doing, once.
                     let message = crate::error_chain(&error);
+                    let error_type = error.error_type();
                     let failed = Step::Failed {
                         attempt,
                         error: &message,
                         transient: error.is_transient(),
+                        error_type: &error_type,
                     };
                     record
                         .write_grouped(journal, failed)

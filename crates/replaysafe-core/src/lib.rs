@@ -116,7 +116,7 @@ mod var_name;
 mod window;
 
 pub use approval::{ApproverKey, TrustedApprovers};
-pub use client::{Classify, Delivery, EffectClient};
+pub use client::{Classify, Delivery, ERROR_TYPE_OTHER, EffectClient};
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use context::{NO_WINDOW_NOTE, ReplayContext, ReplayContextBuilder};
 pub use effect::{EffectDescription, EffectKind, PayloadDigest, RedactionPolicy, TargetRedaction};

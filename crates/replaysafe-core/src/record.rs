@@ -25,6 +25,8 @@ pub enum Step<'a> {
         error: &'a str,
         /// Whether trying again may help.
         transient: bool,
+        /// Its class, as [`Classify::error_type`](crate::Classify::error_type) names it.
+        error_type: &'a str,
     },
 }
 
@@ -114,11 +116,21 @@ impl<'a> EffectRecord<'a> {
 
     /// The journal entry of `step`, stamped now by the context's clock.
     pub fn entry(&self, step: Step<'a>) -> JournalEntry<'_> {
-        let (decision, attempt, error) = match step {
-            Step::Suppressed => (JournalDecision::Suppressed, 0, None),
-            Step::Attempting(attempt) => (JournalDecision::Attempting, attempt, None),
-            Step::Delivered(attempt) => (JournalDecision::Delivered, attempt, None),
-            Step::Failed { attempt, error, .. } => (JournalDecision::Failed, attempt, Some(error)),
+        let (decision, attempt, error, error_type) = match step {
+            Step::Suppressed => (JournalDecision::Suppressed, 0, None, None),
+            Step::Attempting(attempt) => (JournalDecision::Attempting, attempt, None, None),
+            Step::Delivered(attempt) => (JournalDecision::Delivered, attempt, None, None),
+            Step::Failed {
+                attempt,
+                error,
+                error_type,
+                ..
+            } => (
+                JournalDecision::Failed,
+                attempt,
+                Some(error),
+                Some(error_type),
+            ),
         };
         let (window_start, window_end) = self.cx.window_text();
         JournalEntry {
@@ -142,6 +154,7 @@ impl<'a> EffectRecord<'a> {
             opt_in: self.opt_in.as_ref(),
             attempt,
             error,
+            error_type,
             note: self.note.as_deref().or(self.cx.window_note()),
         }
     }
@@ -208,6 +221,7 @@ impl<'a> EffectRecord<'a> {
                 attempt,
                 error,
                 transient,
+                ..
             } => tracing::warn!(
                 target: "replaysafe::failed",
                 idempotency_key = key,

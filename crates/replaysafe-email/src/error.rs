@@ -211,6 +211,16 @@ fn io_kind(error: &(dyn StdError + 'static)) -> Option<io::ErrorKind> {
     None
 }
 
+/// Whether a failure with no SMTP reply is TLS's: lettre's own TLS error, or a handshake
+/// or certificate failure, which tokio-rustls reports as an I/O error of kind `InvalidData`.
+fn is_tls_failure(error: &lettre::transport::smtp::Error) -> bool {
+    error.is_tls()
+        || matches!(
+            io_kind(error),
+            Some(io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput)
+        )
+}
+
 fn smtp_is_transient(error: &lettre::transport::smtp::Error) -> bool {
     if error.is_transient() || error.is_timeout() {
         return true;
@@ -223,12 +233,9 @@ fn smtp_is_transient(error: &lettre::transport::smtp::Error) -> bool {
     {
         return false;
     }
-    // A connection or network error: refused, reset, timed out, unreachable, or a TLS
-    // handshake that failed (reported as InvalidData), which no retry repairs.
-    !matches!(
-        io_kind(error),
-        Some(io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput)
-    )
+    // A connection or network error: refused, reset, timed out, unreachable; not a TLS
+    // handshake that failed, which no retry repairs.
+    !is_tls_failure(error)
 }
 
 impl Classify for Error {
@@ -237,6 +244,24 @@ impl Classify for Error {
             Kind::Smtp { source, .. } => smtp_is_transient(&source.inner),
             Kind::TimedOut { .. } => true,
             Kind::Invalid(_) | Kind::Config { .. } | Kind::Folder { .. } => false,
+        }
+    }
+
+    /// The server's SMTP reply code when it refused (`550`), `timeout` and `connect` when
+    /// it gave no reply for that reason, `tls` for a failed handshake or an untrusted
+    /// certificate, `folder` for the folder backend, `invalid` for refused input, else
+    /// `_OTHER`.
+    fn error_type(&self) -> std::borrow::Cow<'static, str> {
+        if let Some(code) = self.smtp_code() {
+            return code.to_string().into();
+        }
+        match &self.kind {
+            _ if self.is_timeout() => "timeout".into(),
+            Kind::Smtp { source, .. } if is_tls_failure(&source.inner) => "tls".into(),
+            _ if self.is_connection() => "connect".into(),
+            Kind::Folder { .. } => "folder".into(),
+            Kind::Invalid(_) | Kind::Config { .. } => "invalid".into(),
+            Kind::Smtp { .. } | Kind::TimedOut { .. } => replaysafe_core::ERROR_TYPE_OTHER.into(),
         }
     }
 }

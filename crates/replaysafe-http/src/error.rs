@@ -336,6 +336,22 @@ impl Classify for Error {
     fn retry_after(&self) -> Option<Duration> {
         self.class().and_then(ResponseClass::retry_after)
     }
+
+    /// The status code when the receiver answered (`503`), `timeout` and `connect` when
+    /// it did not, `ssrf_refused` when nothing was sent, `invalid` for refused input,
+    /// else `_OTHER`.
+    fn error_type(&self) -> std::borrow::Cow<'static, str> {
+        match &self.kind {
+            Kind::Status { status, .. } => status.to_string().into(),
+            Kind::Timeout { .. } => "timeout".into(),
+            Kind::Connect { .. } => "connect".into(),
+            Kind::Refused { .. } => "ssrf_refused".into(),
+            Kind::Config { .. } | Kind::Invalid { .. } => "invalid".into(),
+            Kind::Transport { .. } | Kind::Unreadable { .. } => {
+                replaysafe_core::ERROR_TYPE_OTHER.into()
+            }
+        }
+    }
 }
 
 impl From<replaysafe_core::Error> for Error {
@@ -365,6 +381,7 @@ mod tests {
         );
         assert!(unavailable.is_transient());
         assert_eq!(unavailable.status(), Some(503));
+        assert_eq!(unavailable.error_type(), "503");
 
         let limited = Error::from_status(
             "sending trigger to",
@@ -401,6 +418,17 @@ mod tests {
                 .ends_with("302 found: redirects are not followed")
         );
 
+        assert_eq!(moved.error_type(), "302");
+        assert_eq!(
+            Error::network(
+                "sending webhook to",
+                TARGET,
+                std::io::Error::from(std::io::ErrorKind::BrokenPipe)
+            )
+            .error_type(),
+            replaysafe_core::ERROR_TYPE_OTHER
+        );
+
         let config = Error::config("timeout", "must be positive");
         assert_eq!(
             config.to_string(),
@@ -408,6 +436,7 @@ mod tests {
         );
         assert!(config.is_invalid() && config.is_permanent());
         assert_eq!(config.field(), Some("timeout"));
+        assert_eq!(config.error_type(), "invalid");
 
         let io = std::io::Error::other("network is unreachable");
         let network = Error::network("sending datagram to", "udp://127.0.0.1:8125", io);

@@ -95,4 +95,13 @@ impl Classify for Error {
     fn retry_after(&self) -> Option<Duration> {
         self.network().and_then(Classify::retry_after)
     }
+
+    /// As every HTTP adapter's error ([`replaysafe_http::Error`]); `journal` when the
+    /// journal could not be written.
+    fn error_type(&self) -> std::borrow::Cow<'static, str> {
+        match &self.0 {
+            Repr::Network(error) => error.error_type(),
+            Repr::Journal(_) => "journal".into(),
+        }
+    }
 }

@@ -186,6 +186,22 @@ impl Classify for Error {
     fn is_transient(&self) -> bool {
         self.transient()
     }
+
+    /// `connect`, `host_key`, `authentication`, `remote` (the server refused an
+    /// operation), `conflict`, `local_file`, `invalid`, else `_OTHER`.
+    fn error_type(&self) -> std::borrow::Cow<'static, str> {
+        match self.kind {
+            Kind::Connection => "connect",
+            Kind::HostKey => "host_key",
+            Kind::Authentication => "authentication",
+            Kind::Remote { .. } => "remote",
+            Kind::Conflict => "conflict",
+            Kind::LocalFile => "local_file",
+            Kind::Invalid(_) => "invalid",
+            Kind::Task => replaysafe_core::ERROR_TYPE_OTHER,
+        }
+        .into()
+    }
 }
 
 impl fmt::Display for Error {

@@ -15,12 +15,18 @@ type Posts = Arc<Mutex<Vec<(String, String)>>>;
 
 /// One receiver for the webhook (`/hooks/orders`) and for OTLP (`/v1/logs`, `/v1/traces`).
 fn receiver() -> (std::net::SocketAddr, Posts) {
+    receiver_answering(StatusCode::OK)
+}
+
+/// [`receiver`] answering the webhook with `hook_status` (OTLP still gets 200).
+fn receiver_answering(hook_status: StatusCode) -> (std::net::SocketAddr, Posts) {
     let posts: Posts = Arc::default();
     let app = axum::Router::new()
         .fallback(axum::routing::post(
-            |State(seen): State<Posts>, uri: Uri, body: String| async move {
+            move |State(seen): State<Posts>, uri: Uri, body: String| async move {
+                let otlp = uri.path().starts_with("/v1/");
                 seen.lock().unwrap().push((uri.path().to_owned(), body));
-                (StatusCode::OK, "{}")
+                (if otlp { StatusCode::OK } else { hook_status }, "{}")
             },
         ))
         .with_state(posts.clone());
@@ -204,6 +210,41 @@ fn a_scheduled_and_a_backfill_send_export_their_decisions_in_their_traces() {
             "{path}: {body}"
         );
     }
+}
+
+#[test]
+fn a_failed_delivery_exports_the_class_of_its_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (address, posts) = receiver_answering(StatusCode::NOT_FOUND);
+    let output = send("scheduled", address, &dir.path().join("journal.jsonl"));
+    assert!(!output.status.success(), "{output:?}");
+    let records = log_records(&posts);
+    assert_eq!(
+        records.len(),
+        1,
+        "one failed attempt, no attempting: {records:?}"
+    );
+    let record = &records[0];
+    assert_eq!(
+        attribute(record, "replaysafe.decision").unwrap()["stringValue"],
+        "failed"
+    );
+    assert_eq!(record["severityText"], "ERROR");
+    // The class the webhook client's error gives (its status), not a reading of its text.
+    assert_eq!(
+        attribute(record, "error.type").unwrap()["stringValue"],
+        "404"
+    );
+    let spans = exported_spans(&posts);
+    let client = spans
+        .iter()
+        .find(|s| s["name"] == "POST")
+        .expect("the client span");
+    assert_eq!(
+        attribute(client, "error.type").unwrap()["stringValue"],
+        "404"
+    );
+    assert_eq!(record["traceId"], client["traceId"]);
 }
 
 #[test]

@@ -54,6 +54,10 @@ pub struct JournalEntry<'a> {
     pub(crate) attempt: u32,
     /// The error of a failed attempt.
     pub(crate) error: Option<&'a str>,
+    /// The class of that error ([`Classify::error_type`](crate::Classify::error_type)),
+    /// when the failure was just decided; not part of the line (a record read back has
+    /// none).
+    pub(crate) error_type: Option<&'a str>,
     /// A note for the reader (who asked for an operator action and why); the field is
     /// left out of the line when there is none.
     pub(crate) note: Option<&'a str>,
@@ -232,6 +236,14 @@ impl<'a> JournalEntry<'a> {
     /// Attempt, from 1; 0 when suppressed.
     pub fn attempt(&self) -> u32 {
         self.attempt
+    }
+
+    /// The class of a failure just decided, as the client's error named it
+    /// ([`Classify::error_type`](crate::Classify::error_type)): for sinks that export
+    /// decisions (OpenTelemetry's `error.type`). `None` for other decisions and for a
+    /// record read back from a journal, whose line does not keep it.
+    pub fn error_type(&self) -> Option<&'a str> {
+        self.error_type
     }
 }
 

@@ -704,6 +704,7 @@ impl JournalRecord {
             opt_in: self.opt_in.as_ref(),
             attempt: self.attempt,
             error: self.error.as_deref(),
+            error_type: None,
             note: self.note.as_deref(),
         }
     }

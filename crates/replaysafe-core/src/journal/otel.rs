@@ -14,10 +14,11 @@ use super::{Journal, JournalDecision, JournalEntry, JournalError, JournalFuture,
 /// `replaysafe.decision`, `replaysafe.reasons`, `replaysafe.effect.kind`,
 /// `replaysafe.idempotency_key`, `replaysafe.window.start`/`.end`, `replaysafe.run.kind`,
 /// `replaysafe.pipeline`, `replaysafe.run.id`, the target as `url.full` when it is a URL
-/// (as the journal redacts it) and `error.type` on a failure (the HTTP status code when
-/// the error names one, `timeout` or `connect` without an answer, else `_OTHER`). Nothing else of the effect: no payload, header or
-/// secret reaches the record. The records go to `inner` first; the log record is emitted
-/// after the journal took it.
+/// (as the journal redacts it) and `error.type` on a failure (the class the client's error
+/// gives, [`Classify::error_type`](crate::Classify::error_type): the receiver's status
+/// code, `timeout` or `connect` without an answer, else `_OTHER`). Nothing else of the
+/// effect: no payload, header or secret reaches the record. The records go to `inner`
+/// first; the log record is emitted after the journal took it.
 pub struct OtelJournal<J, L> {
     inner: J,
     logger: L,
@@ -109,44 +110,9 @@ impl<J, L: Logger> OtelJournal<J, L> {
             record.add_attribute("url.full", entry.target.to_owned());
         }
         if failed {
-            record.add_attribute("error.type", error_type(entry.error.unwrap_or_default()));
+            let error_type = entry.error_type.unwrap_or(crate::ERROR_TYPE_OTHER);
+            record.add_attribute("error.type", error_type.to_owned());
         }
         self.logger.emit(record);
-    }
-}
-
-/// The low-cardinality `error.type` of a failure, from the error the journal keeps: the
-/// HTTP status code when it names one (`…: 503 service unavailable`), `timeout` or
-/// `connect` when the request got no answer for that reason, else `_OTHER`.
-fn error_type(error: &str) -> String {
-    let status = error.match_indices(": ").find_map(|(at, _)| {
-        let rest = &error[at + 2..];
-        let digits = rest.get(..3)?;
-        let standalone = rest[3..].chars().next().is_none_or(|c| c == ' ');
-        digits.parse::<u16>().ok().filter(|code| {
-            (100..600).contains(code) && standalone && digits.bytes().all(|b| b.is_ascii_digit())
-        })
-    });
-    match status {
-        Some(code) => code.to_string(),
-        None if error.contains("timed out") => "timeout".to_owned(),
-        None if error.contains("connection failed") => "connect".to_owned(),
-        None => "_OTHER".to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::error_type;
-
-    #[test]
-    fn the_error_type_is_a_status_code_or_other() {
-        assert_eq!(
-            error_type("sending webhook to https://h/p: 503 Service Unavailable"),
-            "503"
-        );
-        assert_eq!(error_type("connection refused (os error 111)"), "_OTHER");
-        assert_eq!(error_type(""), "_OTHER");
-        assert_eq!(error_type("port 8080 refused"), "_OTHER");
     }
 }

@@ -84,6 +84,7 @@ async fn wrong_password_fails_permanently_without_retries() {
     assert_eq!(*attempts, 1, "a permanent failure is not retried");
     assert!(source.is_permanent() && !source.is_transient());
     assert_eq!(source.smtp_code(), Some(535));
+    assert_eq!(source.error_type(), "535");
     assert!(
         source.source().is_some(),
         "the server's reply stays reachable"
@@ -159,11 +160,18 @@ async fn unknown_recipient_gets_5xx_and_is_not_retried() {
         .send(&contexts::live(), &crate::support::only_copy(&email))
         .await
         .expect_err("no such user");
-    assert!(
-        matches!(error, SendError::Failed { attempts: 1, .. }),
-        "{error:?}"
-    );
+    let SendError::Failed {
+        attempts: 1,
+        source,
+    } = &error
+    else {
+        panic!("{error:?}");
+    };
     assert!(error.is_permanent());
+    // The reply's code is the failure's class, through the guard's error too.
+    let code = source.smtp_code().expect("the server replied");
+    assert!((500..600).contains(&code), "{code}");
+    assert_eq!(error.error_type(), code.to_string());
     let records = support::records(&journal);
     assert_eq!(records.len(), 2, "attempting and failed");
     assert!(mails_containing(&server.maildir, &domain).is_empty());
@@ -208,6 +216,7 @@ async fn an_untrusted_certificate_fails_permanently_before_login() {
     };
     assert_eq!(*attempts, 1, "{source}");
     assert!(source.is_permanent() && source.is_connection(), "{source}");
+    assert_eq!(source.error_type(), "tls", "{source}");
     assert!(
         replaysafe_core::error_chain(source).contains("certificate"),
         "{source}"

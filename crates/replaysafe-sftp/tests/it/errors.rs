@@ -29,6 +29,7 @@ async fn connection_refused_is_transient_and_retried() {
     };
     assert_eq!(*attempts, 2, "transient errors are retried");
     assert!(source.is_transient() && source.is_connection(), "{source}");
+    assert_eq!(source.error_type(), "connect");
     let message = source.to_string();
     assert!(
         message.starts_with(&format!("dropping sftp://127.0.0.1:{closed_port}/"))

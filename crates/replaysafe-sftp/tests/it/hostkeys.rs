@@ -61,6 +61,7 @@ async fn the_host_key_is_checked_before_authentication() {
         panic!("{error:?}");
     };
     assert!(source.is_host_key(), "{source}");
+    assert_eq!(source.error_type(), "host_key");
 
     // With the right known_hosts the same key fails at authentication instead.
     let (guard, _) = guard_from(
@@ -78,6 +79,7 @@ async fn the_host_key_is_checked_before_authentication() {
         source.is_authentication() && source.is_permanent(),
         "{source}"
     );
+    assert_eq!(source.error_type(), "authentication");
 }
 
 #[tokio::test]

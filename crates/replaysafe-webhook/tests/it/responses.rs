@@ -146,6 +146,7 @@ async fn bad_request_is_not_retried() {
     assert_eq!(attempts, 1);
     assert!(error.is_permanent());
     assert_eq!(error.status(), Some(400));
+    assert_eq!(error.error_type(), "400");
     assert_eq!(receiver.requests().len(), 1);
     let decisions: Vec<_> = journal
         .records()
@@ -209,6 +210,7 @@ async fn refused_connections_are_transient_and_retried() {
     let (attempts, error) = failed(client.send(&contexts::live(), &order_totals()).await);
     assert_eq!(attempts, 3);
     assert!(error.is_connect() && error.is_transient(), "{error}");
+    assert_eq!(error.error_type(), "connect");
     // The message says what failed; the cause is the source, printed once by the chain.
     assert_eq!(
         error.to_string(),
@@ -242,5 +244,6 @@ async fn timeouts_are_transient() {
     let (attempts, error) = failed(client.send(&contexts::live(), &order_totals()).await);
     assert_eq!(attempts, 1);
     assert!(error.is_timeout() && error.is_transient(), "{error}");
+    assert_eq!(error.error_type(), "timeout");
     assert!(error.to_string().ends_with("/slow: timed out"), "{error}");
 }

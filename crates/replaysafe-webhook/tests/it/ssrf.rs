@@ -7,7 +7,7 @@
 //! at a live receiver, come first: had the client skipped its check, they would have
 //! reached the receiver and failed the test before any other address was tried.
 
-use replaysafe_core::{MemoryJournal, SendError};
+use replaysafe_core::{Classify, MemoryJournal, SendError};
 use replaysafe_test::contexts;
 use replaysafe_webhook::{SsrfPolicy, Webhook, WebhookClient};
 use serde_json::json;
@@ -33,6 +33,7 @@ async fn host_names_resolving_to_internal_addresses_are_refused_by_the_resolver(
         other => panic!("expected a refusal, got {other:?}"),
     };
     assert!(error.is_ssrf_refused(), "{error}");
+    assert_eq!(error.error_type(), "ssrf_refused");
     let refusal = error.ssrf_refusal().unwrap();
     assert_eq!(refusal.host(), "localhost");
     assert!(refusal.address().is_loopback());
