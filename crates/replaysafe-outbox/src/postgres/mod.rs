@@ -544,6 +544,27 @@ impl PostgresOutbox {
         &self.inner.database
     }
 
+    /// How the server would run a claim of up to `batch` rows of `routes` now: the lines
+    /// of `EXPLAIN` of the very statement workers claim with (nothing is claimed). A plan
+    /// that reads due rows through the `replaysafe_outbox_route_due` index stays fast as
+    /// the table grows; a sequential scan of `replaysafe_outbox` does not.
+    pub async fn explain_claim(
+        &self,
+        routes: &[String],
+        batch: u32,
+    ) -> Result<Vec<String>, OutboxError> {
+        let now = millis(Utc::now());
+        let client = self.client("explaining the claim").await?;
+        let rows = client
+            .query(
+                &format!("EXPLAIN {CLAIM_SQL}"),
+                &[&"explain", &now, &now, &i64::from(batch), &routes],
+            )
+            .await
+            .map_err(sql("explaining the claim"))?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
     async fn client(
         &self,
         operation: &'static str,
@@ -684,16 +705,6 @@ counted AS (
     SET value = value + (SELECT count(*) FROM claimed WHERE reclaimed)
     WHERE name = 'reclaimed' AND EXISTS (SELECT 1 FROM claimed WHERE reclaimed))
 SELECT * FROM claimed";
-
-/// The claim's scan of due rows alone, for `EXPLAIN` (`$1` now in milliseconds, `$2` the
-/// routes, `$3` the batch size).
-pub const CLAIM_SCAN_SQL: &str =
-    "SELECT due.idempotency_key FROM unnest($2::text[]) AS wanted(route)
-    CROSS JOIN LATERAL (
-        SELECT r.idempotency_key, r.next_attempt_at_ms FROM replaysafe_outbox r
-        WHERE r.route = wanted.route AND r.status = 'pending' AND r.next_attempt_at_ms <= $1
-        ORDER BY r.next_attempt_at_ms LIMIT $3 FOR UPDATE OF r SKIP LOCKED) due
-    ORDER BY due.next_attempt_at_ms LIMIT $3";
 
 /// The columns of a row as [`claimed_row`] reads them, after a leading column saying whether
 /// the row is claimed again after a lease ran out.

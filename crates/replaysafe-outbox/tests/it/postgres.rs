@@ -122,6 +122,20 @@ impl PgFixture {
         .get(0)
     }
 
+    /// `column` of every row, as text, in key order.
+    pub(crate) async fn text_of_all(&self, column: &str) -> Vec<String> {
+        let conn = self.outbox.pool().get().await.unwrap();
+        conn.query(
+            &format!("SELECT {column}::text FROM replaysafe_outbox ORDER BY idempotency_key"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+    }
+
     pub(crate) async fn rows(&self) -> i64 {
         let conn = self.outbox.pool().get().await.unwrap();
         conn.query_one("SELECT COUNT(*) FROM replaysafe_outbox", &[])
@@ -281,6 +295,40 @@ async fn a_worker_delivers_once_and_the_gate_runs_again_at_delivery() {
         fx.text(&late.key, "reasons").await.as_deref(),
         Some("stale_window")
     );
+}
+
+#[tokio::test]
+async fn the_claim_explained_is_the_claim_run_and_reads_due_rows_through_the_route_index() {
+    let fx = PgFixture::new().await;
+    fx.stage(&fx.live(), &Note::new("daily_total", "42")).await;
+    let routes = ["partner_webhook".to_owned()];
+    let plan = fx.outbox.explain_claim(&routes, 32).await.unwrap();
+    let text = plan.join("\n");
+    // The statement workers claim with: it locks and updates rows.
+    assert!(text.contains("Update on replaysafe_outbox"), "{text}");
+    assert!(text.contains("LockRows"), "{text}");
+    // With sequential scans priced out (a table of millions of rows), the due rows come
+    // through the route index: the claim's shape is one the index serves.
+    let admin = fx.outbox.pool().get().await.unwrap();
+    let database: String = admin
+        .query_one("SELECT current_database()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    admin
+        .batch_execute(&format!(
+            "ALTER DATABASE {database} SET enable_seqscan = off"
+        ))
+        .await
+        .unwrap();
+    let fresh = PostgresOutbox::connect(&fx.url).await.unwrap();
+    let text = fresh.explain_claim(&routes, 32).await.unwrap().join("\n");
+    assert!(
+        text.contains("Index Scan using replaysafe_outbox_route_due"),
+        "{text}"
+    );
+    // Nothing was claimed by explaining.
+    assert_eq!(fx.text_of_all("status").await, ["pending"]);
 }
 
 #[tokio::test]
