@@ -3,7 +3,9 @@ from PGPASSWORD), the shared memory of keys of every client and process that use
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -86,3 +88,100 @@ def test_a_client_used_in_a_forked_child_opens_its_journal_file_again(
     third = hook.send(cx, event_type="orders.third", data={})
     assert third.decision == "delivered"
     assert keys(tmp_path / "before-fork.jsonl")[-1] == ("delivered", "orders.third")
+
+
+def run_in_child(child: Callable[[], None], failure: Path, seconds: float = 30) -> None:
+    """Forks, runs `child` in the child (its failure reported through `failure`), and
+    waits for it; a child still running after `seconds` is killed and the test fails."""
+    import os
+    import time
+
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            child()
+            code = 0
+        except BaseException as error:  # noqa: BLE001 (reported to the parent)
+            failure.write_text(repr(error))
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + seconds
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung on the journal the parent opened")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0, failure.read_text() if failure.exists() else status
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_postgres_journal_used_in_a_forked_child_connects_again_and_keeps_the_memory(
+    receiver: Receiver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal's connection lives on a thread of the parent, which a fork does not
+    copy: the child connects again. The database is the memory of both processes."""
+    psycopg, postgres, password = fresh_postgres("py_fork")
+    monkeypatch.setenv("PGPASSWORD", password)
+    cx = replaysafe.context(env=env_of("scheduled", "scheduled__2026-12-01T00:00:00+00:00"))
+    hook = replaysafe.WebhookClient(receiver.url, allow_hosts=["127.0.0.1"], journal=postgres)
+    first, second = (f"orders.{uuid.uuid4().hex[:8]}" for _ in range(2))
+    assert hook.send(cx, event_type=first, data={}).decision == "delivered"
+
+    def child() -> None:
+        again = hook.send(cx, event_type=first, data={})
+        assert (again.decision, again.reasons) == ("suppressed", ["already_delivered"]), again
+        assert hook.send(cx, event_type=second, data={}).decision == "delivered"
+
+    run_in_child(child, tmp_path / "child-failure.txt")
+    # The parent's connection is still its own, and it knows what the child delivered.
+    again = hook.send(cx, event_type=second, data={})
+    assert (again.decision, again.reasons) == ("suppressed", ["already_delivered"]), again
+    assert hook.send(cx, event_type=f"orders.{uuid.uuid4().hex[:8]}", data={}).decision == "delivered"
+    assert len(receiver.requests) == 3
+    with psycopg.connect(postgres, password=password) as db:
+        decisions = db.execute(
+            "SELECT decision, count(*) FROM replaysafe_journal GROUP BY decision ORDER BY decision"
+        ).fetchall()
+    assert decisions == [("attempting", 3), ("delivered", 3), ("suppressed", 2)]
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_sqlite_journal_used_in_a_forked_child_opens_its_database_again(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    """SQLite's locks are the process's own, so a connection carried across a fork would
+    not keep the child's transactions apart from the parent's: the child opens the path
+    again. The database is renamed away before the fork, so which one the child writes
+    tells."""
+    import sqlite3
+
+    path = tmp_path / "journal.db"
+    cx = replaysafe.context(env=env_of("scheduled", "scheduled__2026-12-01T00:00:00+00:00"))
+    hook = replaysafe.WebhookClient(
+        receiver.url, allow_hosts=["127.0.0.1"], journal=f"sqlite:{path}"
+    )
+    assert hook.send(cx, event_type="orders.first", data={}).decision == "delivered"
+    for suffix in ["", "-wal", "-shm"]:
+        moved = Path(f"{path}{suffix}")
+        if moved.exists():
+            moved.rename(tmp_path / f"before-fork.db{suffix}")
+
+    def child() -> None:
+        assert hook.send(cx, event_type="orders.second", data={}).decision == "delivered"
+
+    run_in_child(child, tmp_path / "child-failure.txt")
+
+    def message_types(database: Path) -> list[str]:
+        with sqlite3.connect(database) as db:
+            lines = db.execute("SELECT line FROM replaysafe_journal ORDER BY seq").fetchall()
+        return [json.loads(line)["effect"]["message_type"] for (line,) in lines]
+
+    assert message_types(path) == ["orders.second", "orders.second"]
+    assert message_types(tmp_path / "before-fork.db") == ["orders.first", "orders.first"], (
+        "the child wrote through the connection it inherited"
+    )

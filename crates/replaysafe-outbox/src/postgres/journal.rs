@@ -1,6 +1,7 @@
 //! The journal in a PostgreSQL database: the ledger of a fleet of workers.
 
 use std::fmt;
+use std::sync::Mutex;
 use std::sync::mpsc as std_mpsc;
 use std::thread::JoinHandle;
 
@@ -94,10 +95,50 @@ enum Request {
 /// [`Ledger::begin`] is one statement that claims the key under its row lock, so workers
 /// racing on a key deliver it once. A connection that breaks is opened again for the next
 /// record; the record it was writing is an error, never a silent loss.
+///
+/// A journal opened before a `fork` and used in the child (a client made at import time
+/// in a process that forks its tasks) connects again there, on a thread of the child's
+/// own: the parent's thread does not exist in the child, and its connection is the
+/// parent's. What the parent's thread and connection hold is left untouched in the child.
 pub struct PostgresJournal {
-    requests: mpsc::UnboundedSender<Request>,
+    link: Mutex<Link>,
+    config: Config,
     shown: String,
+}
+
+/// The journal's thread, the channel to it, and the process that started it.
+struct Link {
+    requests: mpsc::UnboundedSender<Request>,
     thread: Option<JoinHandle<()>>,
+    process: u32,
+}
+
+impl Link {
+    /// Starts the journal's thread and waits until it is connected, with the tables made.
+    fn start(config: &Config) -> Result<Link, OutboxError> {
+        let (requests, receiver) = mpsc::unbounded_channel();
+        let (ready, connected) = std_mpsc::sync_channel(1);
+        let config = config.clone();
+        let thread = std::thread::Builder::new()
+            .name("replaysafe-journal".into())
+            .spawn(move || serve(config, receiver, ready))
+            .map_err(|e| OutboxError::store("starting the journal's thread", e))?;
+        match connected.recv() {
+            Ok(Ok(())) => Ok(Link {
+                requests,
+                thread: Some(thread),
+                process: std::process::id(),
+            }),
+            Ok(Err(error)) => {
+                let _ = thread.join();
+                Err(error)
+            }
+            Err(_) => Err(OutboxError::store(
+                "connecting the journal",
+                std::io::Error::other("the journal's thread ended"),
+            )),
+        }
+    }
 }
 
 impl fmt::Debug for PostgresJournal {
@@ -113,28 +154,11 @@ impl PostgresJournal {
     /// journal tables when missing. `shown` names the database in errors (no password).
     /// Blocks until connected; usable from inside an async runtime.
     pub fn connect(config: Config, shown: impl Into<String>) -> Result<Self, OutboxError> {
-        let shown = shown.into();
-        let (requests, receiver) = mpsc::unbounded_channel();
-        let (ready, connected) = std_mpsc::sync_channel(1);
-        let thread = std::thread::Builder::new()
-            .name("replaysafe-journal".into())
-            .spawn(move || serve(config, receiver, ready))
-            .map_err(|e| OutboxError::store("starting the journal's thread", e))?;
-        match connected.recv() {
-            Ok(Ok(())) => Ok(PostgresJournal {
-                requests,
-                shown,
-                thread: Some(thread),
-            }),
-            Ok(Err(error)) => {
-                let _ = thread.join();
-                Err(error)
-            }
-            Err(_) => Err(OutboxError::store(
-                "connecting the journal",
-                std::io::Error::other("the journal's thread ended"),
-            )),
-        }
+        Ok(PostgresJournal {
+            link: Mutex::new(Link::start(&config)?),
+            config,
+            shown: shown.into(),
+        })
     }
 
     /// The database as the journal's errors name it.
@@ -146,8 +170,20 @@ impl PostgresJournal {
         &self,
         make: impl FnOnce(std_mpsc::SyncSender<Result<T, Failure>>) -> Request,
     ) -> Result<T, Failure> {
+        let requests = {
+            let mut link = self
+                .link
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if link.process != std::process::id() {
+                // A child of `fork`: the parent's thread is not here to answer.
+                let inherited = std::mem::replace(&mut *link, Link::start(&self.config)?);
+                std::mem::forget(inherited);
+            }
+            link.requests.clone()
+        };
         let (reply, answer) = std_mpsc::sync_channel(1);
-        self.requests
+        requests
             .send(make(reply))
             .map_err(|_| "the journal's connection thread has stopped")?;
         answer
@@ -158,10 +194,28 @@ impl PostgresJournal {
 
 impl Drop for PostgresJournal {
     fn drop(&mut self) {
+        let link = self
+            .link
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if link.process != std::process::id() {
+            // The parent's thread, in a child of `fork`: not this process's to end.
+            let (closed, _) = mpsc::unbounded_channel();
+            let inherited = std::mem::replace(
+                link,
+                Link {
+                    requests: closed,
+                    thread: None,
+                    process: 0,
+                },
+            );
+            std::mem::forget(inherited);
+            return;
+        }
         // Closing the channel ends the thread once the requests before are done.
         let (closed, _) = mpsc::unbounded_channel();
-        drop(std::mem::replace(&mut self.requests, closed));
-        if let Some(thread) = self.thread.take() {
+        drop(std::mem::replace(&mut link.requests, closed));
+        if let Some(thread) = link.thread.take() {
             let _ = thread.join();
         }
     }

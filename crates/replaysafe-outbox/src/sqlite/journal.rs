@@ -1,7 +1,7 @@
 //! The journal in a SQLite database, and its memory of keys.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use replaysafe_core::journal::{Claim, Journal, JournalEntry, JournalError, Ledger};
@@ -55,9 +55,25 @@ const KEY_STATE: &str = "SELECT state, run_id, ts_ms FROM replaysafe_journal_key
 ///
 /// An append is one short transaction; [`Ledger::begin`] looks the key up and claims it
 /// in one `IMMEDIATE` transaction, so processes racing on a key take turns.
+///
+/// A journal opened before a `fork` and used in the child (a client made at import time
+/// in a process that forks its tasks) opens the database at its path again there, unless
+/// it is in memory (`:memory:`, the child's own copy): SQLite's
+/// locks are the process's own, so a connection carried across a fork would no longer
+/// keep the child's transactions apart from the parent's. The connection the child
+/// inherited is left untouched (closing it could checkpoint or unlock on the parent's
+/// behalf); a database that cannot be opened again is an error naming it, and nothing is
+/// written.
 pub struct SqliteJournal {
-    conn: Mutex<Connection>,
+    conn: Mutex<Opened>,
+    path: PathBuf,
     shown: String,
+}
+
+/// The connection, and the process that opened it.
+struct Opened {
+    conn: Connection,
+    process: u32,
 }
 
 impl fmt::Debug for SqliteJournal {
@@ -72,12 +88,12 @@ impl SqliteJournal {
     /// Opens the database at `path` (creating it and the journal tables when missing).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, OutboxError> {
         let path = path.as_ref();
-        let conn = Connection::open(path).map_err(sql("opening the journal database"))?;
-        configure(&conn)?;
-        conn.execute_batch(JOURNAL_SCHEMA)
-            .map_err(sql("creating the journal tables"))?;
         Ok(SqliteJournal {
-            conn: Mutex::new(conn),
+            conn: Mutex::new(Opened {
+                conn: connect(path)?,
+                process: std::process::id(),
+            }),
+            path: path.to_path_buf(),
             shown: format!("sqlite:{}", path.display()),
         })
     }
@@ -94,13 +110,24 @@ impl SqliteJournal {
         query: &JournalQuery,
         each: impl FnMut(&str) -> Result<(), OutboxError>,
     ) -> Result<(), OutboxError> {
-        read_lines(&self.lock(), query, each)
+        read_lines(&self.lock()?.conn, query, each)
     }
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
-        self.conn
+    /// The connection, opened again first in a child of `fork`.
+    fn lock(&self) -> Result<MutexGuard<'_, Opened>, OutboxError> {
+        let mut opened = self
+            .conn
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let process = std::process::id();
+        // A database in memory is the process's own: the child's copy is the one to use.
+        if opened.process != process && !in_memory(&self.path) {
+            let inherited = std::mem::replace(&mut opened.conn, connect(&self.path)?);
+            // Closing it would act on the database for the parent: left as it is.
+            std::mem::forget(inherited);
+            opened.process = process;
+        }
+        Ok(opened)
     }
 
     fn write(conn: &Connection, line: &Line) -> rusqlite::Result<()> {
@@ -129,8 +156,11 @@ impl SqliteJournal {
 impl Journal for SqliteJournal {
     fn append(&self, entry: &JournalEntry<'_>) -> Result<(), JournalError> {
         let line = Line::of(entry);
-        let mut conn = self.lock();
-        let done = conn
+        let mut opened = self
+            .lock()
+            .map_err(|e| JournalError::record_not_written(&self.shown, entry, e))?;
+        let done = opened
+            .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .and_then(|tx| {
                 Self::write(&tx, &line)?;
@@ -151,9 +181,13 @@ impl Ledger for SqliteJournal {
         retry_in_doubt: bool,
     ) -> Result<Claim, JournalError> {
         let line = Line::of(attempting);
-        let mut conn = self.lock();
+        let mut opened = self
+            .lock()
+            .map_err(|e| JournalError::key_not_recalled(&self.shown, &line.key, e))?;
         let result = (|| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = opened
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)?;
             let state = tx
                 .prepare_cached(KEY_STATE)?
                 .query_row(params![line.key, line.action], |row| {
@@ -171,6 +205,21 @@ impl Ledger for SqliteJournal {
         result
             .map_err(|e: rusqlite::Error| JournalError::key_not_recalled(&self.shown, &line.key, e))
     }
+}
+
+/// Whether `path` names a database in memory rather than a file.
+fn in_memory(path: &Path) -> bool {
+    let text = path.to_string_lossy();
+    text.is_empty() || text == ":memory:" || text.starts_with("file::memory:")
+}
+
+/// Opens the journal database at `path`, creating it and the journal tables when missing.
+fn connect(path: &Path) -> Result<Connection, OutboxError> {
+    let conn = Connection::open(path).map_err(sql("opening the journal database"))?;
+    configure(&conn)?;
+    conn.execute_batch(JOURNAL_SCHEMA)
+        .map_err(sql("creating the journal tables"))?;
+    Ok(conn)
 }
 
 /// Reads the records `query` selects from the journal database at `path` without writing
