@@ -10,6 +10,7 @@ import os
 import sys
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +20,26 @@ import replaysafe
 
 
 class Receiver:
-    """An HTTP server on 127.0.0.1 that records every POST and answers `status`."""
+    """An HTTP server on 127.0.0.1 that records every POST and answers `status`; with
+    `keep_alive`, over HTTP/1.1 connections that stay open for the next request."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_alive: bool = False) -> None:
         self.requests: list[tuple[str, dict[str, str], bytes]] = []
+        # The client's port of each request: which connection it came over.
+        self.ports: list[int] = []
         self.status = 200
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
             def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
                 length = int(self.headers.get("Content-Length", "0"))
                 body = self.rfile.read(length)
                 receiver.requests.append(
                     (self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                 )
+                receiver.ports.append(self.client_address[1])
                 self.send_response(receiver.status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -106,3 +113,53 @@ def fresh_postgres(prefix: str) -> tuple[Any, str, str]:
     credentials, place = rest.split("@", 1)
     user, password = credentials.split(":", 1)
     return psycopg, f"{scheme}://{user}@{place.rsplit('/', 1)[0]}/{name}", password
+
+
+def run_in_child(child: Callable[[], None], failure: Path, seconds: float = 30) -> None:
+    """Forks, runs `child` in the child (its failure reported through `failure`), and
+    waits for it; a child still running after `seconds` is killed and the test fails."""
+    import os
+    import time
+
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            child()
+            code = 0
+        except BaseException as error:  # noqa: BLE001 (reported to the parent)
+            failure.write_text(repr(error))
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + seconds
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung on what it inherited from its parent")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0, failure.read_text() if failure.exists() else status
+
+
+
+def connections_to(port: int) -> set[int]:
+    """The local ports of this process's established TCP connections to 127.0.0.1:`port`
+    (from /proc: which connection a client holds, and whether it opened a new one)."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    ports = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote, state, inode = fields[1], fields[2], fields[3], fields[9]
+        if inode in inodes and state == "01" and int(remote.split(":")[1], 16) == port:
+            ports.add(int(local.split(":")[1], 16))
+    return ports

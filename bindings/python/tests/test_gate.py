@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import replaysafe
-from support import Receiver, backfill, current
+from support import Receiver, backfill, current, run_in_child
 
 
 def records(journal: Path) -> list[dict[str, object]]:
@@ -85,32 +85,16 @@ def test_bad_arguments_are_refused_naming_them(tmp_path: Path) -> None:
 def test_a_forked_child_sends_on_a_runtime_of_its_own(receiver: Receiver, tmp_path: Path) -> None:
     # Airflow's scheduler, executor and task supervisor fork after importing the
     # integration; a runtime's threads do not survive a fork.
-    import os
-    import time
-
     client = replaysafe.WebhookClient(
         url=receiver.url, allow_hosts=["127.0.0.1"], journal=tmp_path / "parent.jsonl"
     )
     assert client.send(current(), event_type="parent", data={}).delivered
-    pid = os.fork()
-    if pid == 0:  # the child: its own journal, the parent's client
-        try:
-            child = replaysafe.WebhookClient(
-                url=receiver.url, allow_hosts=["127.0.0.1"], journal=tmp_path / "child.jsonl"
-            )
-            delivered = child.send(current(), event_type="child", data={}).delivered
-            os._exit(0 if delivered else 1)
-        except BaseException:
-            os._exit(2)
-    deadline = time.monotonic() + 20
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child hung on the parent's runtime")
-        time.sleep(0.05)
-    assert os.waitstatus_to_exitcode(status) == 0
+
+    def child() -> None:  # its own journal, the parent's client
+        child = replaysafe.WebhookClient(
+            url=receiver.url, allow_hosts=["127.0.0.1"], journal=tmp_path / "child.jsonl"
+        )
+        assert child.send(current(), event_type="child", data={}).delivered
+
+    run_in_child(child, tmp_path / "child-failure.txt", seconds=20)
     assert len(receiver.requests) == 2

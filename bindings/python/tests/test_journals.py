@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import replaysafe
-from support import Receiver, env_of, fresh_postgres, records
+from support import Receiver, env_of, fresh_postgres, records, run_in_child
 
 
 def test_two_clients_sharing_a_database_journal_deliver_a_key_once(
@@ -88,35 +87,6 @@ def test_a_client_used_in_a_forked_child_opens_its_journal_file_again(
     third = hook.send(cx, event_type="orders.third", data={})
     assert third.decision == "delivered"
     assert keys(tmp_path / "before-fork.jsonl")[-1] == ("delivered", "orders.third")
-
-
-def run_in_child(child: Callable[[], None], failure: Path, seconds: float = 30) -> None:
-    """Forks, runs `child` in the child (its failure reported through `failure`), and
-    waits for it; a child still running after `seconds` is killed and the test fails."""
-    import os
-    import time
-
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            child()
-            code = 0
-        except BaseException as error:  # noqa: BLE001 (reported to the parent)
-            failure.write_text(repr(error))
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + seconds
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child hung on the journal the parent opened")
-        time.sleep(0.05)
-    assert os.waitstatus_to_exitcode(status) == 0, failure.read_text() if failure.exists() else status
 
 
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")

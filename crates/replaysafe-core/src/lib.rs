@@ -91,7 +91,9 @@ pub mod adapter {
     //! For adapter authors, beyond [`EffectClient`](crate::EffectClient): recording a
     //! decision made outside a [`Guard`](crate::Guard), as the `metrics` bridge does when
     //! it aggregates suppressed increments, with the same journal line and log line the
-    //! guard writes ([`EffectRecord`], [`Step`]). Pipeline code never needs it.
+    //! guard writes ([`EffectRecord`], [`Step`]); keeping a client's connections to the
+    //! process that opened them ([`PerProcess`]). Pipeline code never needs it.
+    pub use crate::process::PerProcess;
     pub use crate::record::{EffectRecord, Step};
 }
 pub mod approval;
@@ -108,6 +110,7 @@ pub mod journal;
 mod key;
 mod lineage;
 mod policy;
+mod process;
 mod record;
 mod retry;
 mod run;

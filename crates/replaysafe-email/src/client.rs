@@ -3,7 +3,6 @@
 use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -11,6 +10,7 @@ use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::transport::smtp::{AsyncSmtpTransportBuilder, PoolConfig};
 use lettre::{AsyncFileTransport, AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
+use replaysafe_core::adapter::PerProcess;
 use replaysafe_core::{
     Delivery, EffectClient, EffectDescription, EffectKind, Guard, GuardLayer, RedactionPolicy,
     ReplayContext, TargetRedaction,
@@ -78,7 +78,8 @@ struct SmtpBackend {
     builder: AsyncSmtpTransportBuilder,
     username: Option<String>,
     password: Option<SecretString>,
-    transport: OnceLock<AsyncSmtpTransport<Tokio1Executor>>,
+    /// This process's transport and its pool; a child of `fork` makes its own.
+    transport: PerProcess<AsyncSmtpTransport<Tokio1Executor>>,
 }
 
 struct FolderBackend {
@@ -364,7 +365,7 @@ impl SmtpClientBuilder {
                 builder,
                 username,
                 password,
-                transport: OnceLock::new(),
+                transport: PerProcess::new(),
             })),
             redaction: self.redaction.unwrap_or(DEFAULT_REDACTION),
         })
@@ -475,9 +476,11 @@ impl Drop for SmtpBackend {
 }
 
 impl SmtpBackend {
-    /// The transport, created on first use so that building a client touches nothing.
-    fn transport(&self) -> &AsyncSmtpTransport<Tokio1Executor> {
-        self.transport.get_or_init(|| {
+    /// This process's transport, created on first use so that building a client touches
+    /// nothing, and again in a child of `fork`: the parent's pooled connections are the
+    /// parent's sessions.
+    fn transport(&self) -> AsyncSmtpTransport<Tokio1Executor> {
+        let made = self.transport.get_or_try_make(|| {
             let mut builder = self.builder.clone();
             if let (Some(username), Some(password)) = (&self.username, &self.password) {
                 builder = builder.credentials(Credentials::new(
@@ -485,8 +488,12 @@ impl SmtpBackend {
                     password.expose_secret().to_owned(),
                 ));
             }
-            builder.build()
-        })
+            Ok::<_, std::convert::Infallible>(builder.build())
+        });
+        match made {
+            Ok(transport) => transport,
+            Err(never) => match never {},
+        }
     }
 }
 

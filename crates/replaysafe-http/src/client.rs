@@ -1,10 +1,12 @@
 //! The one way an HTTP adapter gets a client: SSRF guard, no redirects, no proxy, timeouts.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use replaysafe_core::adapter::PerProcess;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
 
@@ -206,27 +208,47 @@ impl HttpClientBuilder {
             }
             headers.insert(header, value);
         }
-        let client = reqwest::Client::builder()
+        let settings = Arc::new(Settings {
+            user_agent: self.user_agent,
+            headers,
+            timeout: self.timeout,
+            ssrf: self.ssrf,
+        });
+        let client = settings.build()?;
+        Ok(HttpClient {
+            template: client.clone(),
+            client: Arc::new(PerProcess::with(client)),
+            settings,
+            header_names: names,
+        })
+    }
+}
+
+/// What a reqwest client of an [`HttpClient`] is built from, in each process.
+struct Settings {
+    user_agent: String,
+    headers: HeaderMap,
+    timeout: Duration,
+    ssrf: SsrfPolicy,
+}
+
+impl Settings {
+    fn build(&self) -> Result<reqwest::Client, Error> {
+        reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(self.timeout)
             .connect_timeout(self.timeout)
             .no_proxy()
             .dns_resolver(self.ssrf.resolver())
-            .user_agent(self.user_agent)
-            .default_headers(headers)
+            .user_agent(&self.user_agent)
+            .default_headers(self.headers.clone())
             .build()
             .map_err(|error| {
                 Error::config(
                     "client",
                     format!("building the HTTP client: {}", error.without_url()),
                 )
-            })?;
-        Ok(HttpClient {
-            client,
-            ssrf: self.ssrf,
-            timeout: self.timeout,
-            header_names: names,
-        })
+            })
     }
 }
 
@@ -238,18 +260,20 @@ impl HttpClientBuilder {
 /// [`classify_status`]; retries are the guard's job.
 #[derive(Clone)]
 pub struct HttpClient {
-    client: reqwest::Client,
-    ssrf: SsrfPolicy,
-    timeout: Duration,
+    /// This process's client and its pool of connections; a child of `fork` builds its own.
+    client: Arc<PerProcess<reqwest::Client>>,
+    /// Builds requests only ([`HttpClient::request`]); they go out through `client`.
+    template: reqwest::Client,
+    settings: Arc<Settings>,
     header_names: Vec<String>,
 }
 
 impl fmt::Debug for HttpClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpClient")
-            .field("timeout", &self.timeout)
+            .field("timeout", &self.settings.timeout)
             .field("headers", &self.header_names)
-            .field("ssrf", &self.ssrf)
+            .field("ssrf", &self.settings.ssrf)
             .finish_non_exhaustive()
     }
 }
@@ -283,12 +307,12 @@ impl HttpClient {
 
     /// A request to `endpoint`'s whole URL, for [`HttpClient::send`].
     pub fn request(&self, method: reqwest::Method, endpoint: &Endpoint) -> reqwest::RequestBuilder {
-        self.client.request(method, endpoint.url().clone())
+        self.template.request(method, endpoint.url().clone())
     }
 
     /// The SSRF policy in force.
     pub fn ssrf_policy(&self) -> &SsrfPolicy {
-        &self.ssrf
+        &self.settings.ssrf
     }
 
     /// Makes one attempt: builds `request`, checks that it goes to `call`'s endpoint
@@ -315,12 +339,15 @@ impl HttpClient {
                 ),
             ));
         }
-        self.ssrf
+        self.settings
+            .ssrf
             .check_url(request.url())
             .map_err(|refusal| Error::refused(call.action, shown, refusal))?;
         #[cfg(feature = "otel")]
         let mut span = crate::otel::ClientSpan::start(&request, shown);
-        let response = match self.client.execute(request).await {
+        // This process's connections: a pool carried across `fork` is the parent's.
+        let client = self.client.get_or_try_make(|| self.settings.build())?;
+        let response = match client.execute(request).await {
             Ok(response) => response,
             Err(error) => {
                 #[cfg(feature = "otel")]
@@ -408,7 +435,7 @@ mod tests {
             "https://127.0.0.1:9/hooks",
             "http://127.0.0.1:10/hooks",
         ] {
-            let request = client.client.post(other);
+            let request = client.template.post(other);
             let error = client.send(call(), request).await.unwrap_err();
             assert_eq!(error.field(), Some("request"), "{other}: {error}");
         }
