@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -57,45 +58,52 @@ def test_a_webhook_client_opens_its_own_connections_in_a_forked_child(tmp_path: 
         receiver.close()
 
 
-def test_an_email_client_opens_its_own_smtp_sessions_in_a_forked_child(tmp_path: Path) -> None:
-    port = int(server("REPLAYSAFE_TEST_SMTP_PORT"))
-    journal = tmp_path / "journal.jsonl"
-    # Sessions of clients of earlier tests in this process are not this client's.
+def parent_child_parent(
+    port: int, send: Callable[[str], replaysafe.Outcome], journal: Path, tmp_path: Path
+) -> None:
+    """The parent sends (and keeps its connection to `port`), a forked child sends over a
+    connection of its own, then the parent sends again over the same one it kept; no
+    attempt fails. Connections of clients of earlier tests in this process are not
+    counted, and the client opens none before its first send."""
     others = connections_to(port)
-    mailer = replaysafe.EmailClient(f"smtp://127.0.0.1:{port}", journal=journal)
-    subject = f"forked {uuid.uuid4()}"
-
-    def send(to: str) -> replaysafe.Outcome:
-        [outcome] = mailer.send(current(), message_type="daily_summary",
-                                sender="reports@shop.example", to=[to], subject=subject,
-                                text="1204 orders")
-        return outcome
-
-    assert send("ana@shop.example").delivered
-    pooled = connections_to(port) - others
-    assert len(pooled) == 1, "the parent keeps its session (so there is one to inherit)"
+    assert send("parent").delivered
+    kept = connections_to(port) - others
+    assert len(kept) == 1, "the parent keeps its connection (so there is one to inherit)"
 
     def child() -> None:
         started = time.monotonic()
-        quickly_on_the_first_attempt(send("bo@shop.example"), started)
-        opened = connections_to(port) - others - pooled
-        assert opened, "the child sent over its parent's session"
+        quickly_on_the_first_attempt(send("child"), started)
+        assert connections_to(port) - others - kept, "the child sent over its parent's"
 
     run_in_child(child, tmp_path / "child-failure.txt")
-    # The parent's pooled session is still its own.
+    # The parent's connection is still its own and works: the child neither used nor
+    # closed it (an SSH or SMTP session another process wrote into is broken or mixed).
     started = time.monotonic()
-    quickly_on_the_first_attempt(send("cy@shop.example"), started)
-    assert connections_to(port) - others == pooled
+    quickly_on_the_first_attempt(send("again"), started)
+    assert connections_to(port) - others == kept
     failed = [r for r in records(journal) if r["decision"] == "failed"]
     assert failed == [], failed
+
+
+def test_an_email_client_opens_its_own_smtp_sessions_in_a_forked_child(tmp_path: Path) -> None:
+    port = int(server("REPLAYSAFE_TEST_SMTP_PORT"))
+    journal = tmp_path / "journal.jsonl"
+    mailer = replaysafe.EmailClient(f"smtp://127.0.0.1:{port}", journal=journal)
+    subject = f"forked {uuid.uuid4()}"
+
+    def send(who: str) -> replaysafe.Outcome:
+        [outcome] = mailer.send(current(), message_type="daily_summary",
+                                sender="reports@shop.example", to=[f"{who}@shop.example"],
+                                subject=subject, text="1204 orders")
+        return outcome
+
+    parent_child_parent(port, send, journal, tmp_path)
 
 
 def test_an_sftp_client_opens_its_own_sessions_in_a_forked_child(tmp_path: Path) -> None:
     upload = Path(server("REPLAYSAFE_TEST_SSHD_UPLOAD"))
     port = int(server("REPLAYSAFE_TEST_SSHD_PORT"))
     journal = tmp_path / "journal.jsonl"
-    # Sessions of clients of earlier tests in this process are not this client's.
-    others = connections_to(port)
     drops = replaysafe.SftpClient(
         host="127.0.0.1", port=port,
         user=server("REPLAYSAFE_TEST_SSHD_USER"), key=server("REPLAYSAFE_TEST_SSHD_KEY"),
@@ -108,23 +116,6 @@ def test_an_sftp_client_opens_its_own_sessions_in_a_forked_child(tmp_path: Path)
         return drops.send(current(), name=f"{stem}_{part}.csv", data=part.encode(),
                           message_type=f"orders_{part}")
 
-    assert drop("parent").delivered
-    idle = connections_to(port) - others
-    assert len(idle) == 1, "the parent keeps its session (so there is one to inherit)"
-
-    def child() -> None:
-        started = time.monotonic()
-        quickly_on_the_first_attempt(drop("child"), started)
-        opened = connections_to(port) - others - idle
-        assert opened, "the child dropped over its parent's session"
-
-    run_in_child(child, tmp_path / "child-failure.txt")
-    # The parent's idle session still works, the same one: the child neither used nor
-    # closed it (an SSH session another process wrote to is broken, and replaced).
-    started = time.monotonic()
-    quickly_on_the_first_attempt(drop("again"), started)
-    assert connections_to(port) - others == idle
+    parent_child_parent(port, drop, journal, tmp_path)
     for part in ["parent", "child", "again"]:
         assert (upload / f"{stem}_{part}.csv").read_bytes() == part.encode()
-    failed = [r for r in records(journal) if r["decision"] == "failed"]
-    assert failed == [], failed

@@ -93,7 +93,7 @@ pub mod adapter {
     //! it aggregates suppressed increments, with the same journal line and log line the
     //! guard writes ([`EffectRecord`], [`Step`]); keeping a client's connections to the
     //! process that opened them ([`PerProcess`]). Pipeline code never needs it.
-    pub use crate::process::PerProcess;
+    pub use crate::process::{Held, PerProcess};
     pub use crate::record::{EffectRecord, Step};
 }
 pub mod approval;

@@ -1,7 +1,8 @@
 //! [`PerProcess`]: a client's connections belong to the process that opened them.
 
 use std::fmt;
-use std::sync::Mutex;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Mutex, MutexGuard};
 
 /// A value that belongs to the process that made it, such as a pool of connections: made
 /// again in a child of `fork` the first time the child asks for it.
@@ -26,7 +27,45 @@ use std::sync::Mutex;
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct PerProcess<T> {
+    /// The value and the process that made it (0: one every process may use).
     slot: Mutex<Option<(u32, T)>>,
+}
+
+/// This process's value, under the lock ([`PerProcess::lock_or_try_make`]).
+pub struct Held<'a, T>(MutexGuard<'a, Option<(u32, T)>>);
+
+impl<T> Deref for Held<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0.as_ref().expect("held only once made").1
+    }
+}
+
+impl<T> DerefMut for Held<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0.as_mut().expect("held only once made").1
+    }
+}
+
+impl<T> fmt::Debug for Held<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Held").finish_non_exhaustive()
+    }
+}
+
+/// Forgets a value another process made (the parent's, in a child of `fork`): not this
+/// process's to close. Whether a value this process may use is left.
+fn keep_own<T>(slot: &mut Option<(u32, T)>) -> bool {
+    let process = std::process::id();
+    match slot {
+        Some((owner, _)) if *owner == process || *owner == 0 => true,
+        Some(_) => {
+            std::mem::forget(slot.take());
+            false
+        }
+        None => false,
+    }
 }
 
 impl<T> PerProcess<T> {
@@ -43,6 +82,56 @@ impl<T> PerProcess<T> {
             slot: Mutex::new(Some((std::process::id(), value))),
         }
     }
+
+    /// Holding `value`, which a child of `fork` goes on using: a value that is the
+    /// process's own memory and no connection (a database in memory, whose copy in the
+    /// child is the child's).
+    pub fn kept_by_children(value: T) -> Self {
+        PerProcess {
+            slot: Mutex::new(Some((0, value))),
+        }
+    }
+
+    /// This process's value, made with `make` when this process has none yet, held under
+    /// the lock until the [`Held`] is dropped. When `make` fails nothing is kept, and the
+    /// next call tries again.
+    pub fn lock_or_try_make<E>(
+        &self,
+        make: impl FnOnce() -> Result<T, E>,
+    ) -> Result<Held<'_, T>, E> {
+        let mut slot = self
+            .slot
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !keep_own(&mut slot) {
+            *slot = Some((std::process::id(), make()?));
+        }
+        Ok(Held(slot))
+    }
+
+    /// Takes this process's value out, if it has one.
+    pub fn take(&mut self) -> Option<T> {
+        let slot = self
+            .slot
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if keep_own(slot) {
+            slot.take().map(|(_, value)| value)
+        } else {
+            None
+        }
+    }
+}
+
+impl<T: Default> PerProcess<T> {
+    /// This process's value, made with `T::default()` when this process has none yet
+    /// (a list of idle sessions, empty in a child of `fork`).
+    pub fn lock_or_default(&self) -> Held<'_, T> {
+        match self.lock_or_try_make(|| Ok::<_, std::convert::Infallible>(T::default())) {
+            Ok(held) => held,
+            Err(never) => match never {},
+        }
+    }
 }
 
 impl<T> Default for PerProcess<T> {
@@ -53,55 +142,22 @@ impl<T> Default for PerProcess<T> {
 
 impl<T: Clone> PerProcess<T> {
     /// This process's value (a clone: hold values that are handles, such as an `Arc` or a
-    /// client), made with `make` when this process has none yet. When `make` fails nothing
-    /// is kept, and the next call tries again.
+    /// client), made with `make` when this process has none yet; see
+    /// [`PerProcess::lock_or_try_make`].
     pub fn get_or_try_make<E>(&self, make: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+        self.lock_or_try_make(make).map(|held| held.clone())
+    }
+
+    /// This process's value, if it has one.
+    pub fn get(&self) -> Option<T> {
         let mut slot = self
             .slot
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let process = std::process::id();
-        match slot.as_ref() {
-            Some((owner, value)) if *owner == process => return Ok(value.clone()),
-            Some(_) => {
-                // The parent's, in a child of `fork`: not this process's to close.
-                if let Some(inherited) = slot.take() {
-                    std::mem::forget(inherited);
-                }
-            }
-            None => {}
-        }
-        let value = make()?;
-        *slot = Some((process, value.clone()));
-        Ok(value)
-    }
-
-    /// Takes this process's value out, if it made one (the parent's, in a child of
-    /// `fork`, is forgotten).
-    pub fn take(&mut self) -> Option<T> {
-        let slot = self
-            .slot
-            .get_mut()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        match slot.take() {
-            Some((owner, value)) if owner == std::process::id() => Some(value),
-            Some(inherited) => {
-                std::mem::forget(inherited);
-                None
-            }
-            None => None,
-        }
-    }
-
-    /// This process's value, if it made one.
-    pub fn get(&self) -> Option<T> {
-        let slot = self
-            .slot
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        match slot.as_ref() {
-            Some((owner, value)) if *owner == std::process::id() => Some(value.clone()),
-            _ => None,
+        if keep_own(&mut slot) {
+            slot.as_ref().map(|(_, value)| value.clone())
+        } else {
+            None
         }
     }
 }
@@ -112,15 +168,8 @@ impl<T> Drop for PerProcess<T> {
             .slot
             .get_mut()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if slot
-            .as_ref()
-            .is_some_and(|(owner, _)| *owner != std::process::id())
-        {
-            // The parent's, dropped in a child of `fork`: forgotten, not closed.
-            if let Some(inherited) = slot.take() {
-                std::mem::forget(inherited);
-            }
-        }
+        // This process's value is dropped as usual; the parent's is forgotten.
+        keep_own(slot);
     }
 }
 
@@ -176,6 +225,15 @@ mod tests {
         };
         drop(inherited);
         assert_eq!(drops.load(Ordering::SeqCst), 0, "not dropped in the child");
+
+        // A value every process may use stays, in a child too.
+        let kept = PerProcess::kept_by_children(Pool(drops.clone()));
+        let held = kept
+            .lock_or_try_make(|| Ok::<_, ()>(Pool(Arc::new(AtomicUsize::new(0)))))
+            .unwrap();
+        let pool: &Pool = &held;
+        assert!(Arc::ptr_eq(&pool.0, &drops), "kept, not made again");
+        drop(held);
 
         // A failure keeps nothing; the next call tries again.
         let empty: PerProcess<Pool> = PerProcess::new();

@@ -350,9 +350,10 @@ impl HttpClient {
         let response = match client.execute(request).await {
             Ok(response) => response,
             Err(error) => {
+                let error = Error::transport(call.action, shown, error);
                 #[cfg(feature = "otel")]
-                span.unanswered(&error);
-                return Err(Error::transport(call.action, shown, error));
+                span.unanswered(&replaysafe_core::Classify::error_type(&error));
+                return Err(error);
             }
         };
         let status = response.status();

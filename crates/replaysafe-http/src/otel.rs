@@ -51,16 +51,12 @@ impl ClientSpan {
         }
     }
 
-    /// Records a request that got no answer.
-    pub(crate) fn unanswered(&mut self, error: &reqwest::Error) {
-        let kind = if error.is_timeout() {
-            "timeout"
-        } else if error.is_connect() {
-            "connect"
-        } else {
-            "_OTHER"
-        };
-        self.0.set_attribute(KeyValue::new("error.type", kind));
+    /// Records a request that got no answer, of the class `error_type` (the error's
+    /// [`Classify::error_type`](replaysafe_core::Classify::error_type), as the decision's
+    /// log record has it).
+    pub(crate) fn unanswered(&mut self, error_type: &str) {
+        self.0
+            .set_attribute(KeyValue::new("error.type", error_type.to_owned()));
         self.0.set_status(Status::error(""));
     }
 }

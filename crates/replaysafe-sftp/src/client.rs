@@ -16,7 +16,7 @@ use secrecy::SecretString;
 use crate::config::{Config, Login};
 use crate::effect::{FileDrop, FileDropReceipt};
 use crate::error::Kind;
-use crate::pool::{Idle, Shared};
+use crate::pool::Shared;
 use crate::{Error, name};
 
 /// An SFTP client that drops files atomically into one remote directory.
@@ -109,13 +109,13 @@ impl SftpClient {
 
     /// Closes the idle sessions kept for reuse; later drops open new ones.
     pub fn close_idle_sessions(&self) {
-        let idle = std::mem::take(self.shared.idle().sessions());
+        let idle = std::mem::take(&mut *self.shared.idle());
         drop(idle);
     }
 
     /// How many authenticated sessions wait for reuse.
     pub fn idle_sessions(&self) -> usize {
-        self.shared.idle().sessions().len()
+        self.shared.idle().len()
     }
 }
 
@@ -402,7 +402,7 @@ impl SftpClientBuilder {
                     host_key_algorithms: self.host_key_algorithms,
                     max_idle_sessions: self.max_idle_sessions,
                 },
-                idle: Mutex::new(Idle::new()),
+                idle: Default::default(),
                 leftovers: Mutex::new(HashMap::new()),
             }),
         })

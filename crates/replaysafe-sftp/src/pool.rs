@@ -1,7 +1,9 @@
 //! Sessions kept for reuse between drops, shared by the clones of a client.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
+
+use replaysafe_core::adapter::{Held, PerProcess};
 
 use crate::Error;
 use crate::config::Config;
@@ -12,63 +14,23 @@ use crate::session::{Connection, connect};
 /// files that could not be removed yet.
 pub(crate) struct Shared {
     pub(crate) config: Config,
-    pub(crate) idle: Mutex<Idle>,
+    /// Sessions kept for reuse by the process that opened them. A session is one SSH
+    /// stream with its keys and sequence numbers: a child of `fork` neither uses nor closes
+    /// (which sends a channel close) its parent's, which would break them, and opens its own.
+    pub(crate) idle: PerProcess<Vec<Connection>>,
     /// Final remote path → temporary files left behind by failed uploads to it.
     pub(crate) leftovers: Mutex<HashMap<String, Vec<String>>>,
 }
 
-/// Sessions kept for reuse, and the process that opened them.
-///
-/// A session is one SSH stream with its keys and sequence numbers: after a `fork`, the
-/// child's copy of the parent's sessions shares their sockets, so using one (or closing
-/// it, which sends a channel close) would break the parent's. The child forgets them and
-/// opens its own.
-pub(crate) struct Idle {
-    process: u32,
-    sessions: Vec<Connection>,
-}
-
-impl Idle {
-    pub(crate) fn new() -> Self {
-        Idle {
-            process: std::process::id(),
-            sessions: Vec::new(),
-        }
-    }
-
-    /// Forgets the sessions of another process (the parent, in a child of `fork`).
-    fn forget_inherited(&mut self) {
-        let process = std::process::id();
-        if self.process != process {
-            std::mem::forget(std::mem::take(&mut self.sessions));
-            self.process = process;
-        }
-    }
-
-    /// This process's idle sessions.
-    pub(crate) fn sessions(&mut self) -> &mut Vec<Connection> {
-        self.forget_inherited();
-        &mut self.sessions
-    }
-}
-
-impl Drop for Idle {
-    fn drop(&mut self) {
-        self.forget_inherited();
-    }
-}
-
 impl Shared {
     /// This process's idle sessions.
-    pub(crate) fn idle(&self) -> MutexGuard<'_, Idle> {
-        self.idle
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    pub(crate) fn idle(&self) -> Held<'_, Vec<Connection>> {
+        self.idle.lock_or_default()
     }
 
     /// An idle session if there is one (`true`), else a new one (`false`).
     pub(crate) fn checkout(&self) -> Result<(Connection, bool), Error> {
-        let idle = self.idle().sessions().pop();
+        let idle = self.idle().pop();
         match idle {
             Some(connection) => {
                 tracing::trace!(
@@ -86,9 +48,8 @@ impl Shared {
     /// Keeps `connection` for a later drop, unless enough are kept already.
     pub(crate) fn checkin(&self, connection: Connection) {
         let mut idle = self.idle();
-        let sessions = idle.sessions();
-        if sessions.len() < self.config.max_idle_sessions {
-            sessions.push(connection);
+        if idle.len() < self.config.max_idle_sessions {
+            idle.push(connection);
         }
     }
 

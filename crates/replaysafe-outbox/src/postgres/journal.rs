@@ -1,10 +1,10 @@
 //! The journal in a PostgreSQL database: the ledger of a fleet of workers.
 
 use std::fmt;
-use std::sync::Mutex;
 use std::sync::mpsc as std_mpsc;
 use std::thread::JoinHandle;
 
+use replaysafe_core::adapter::PerProcess;
 use replaysafe_core::journal::{Claim, Journal, JournalEntry, JournalError, Ledger, Memory};
 use tokio::sync::mpsc;
 use tokio_postgres::{Client, Config, NoTls, Statement};
@@ -101,16 +101,15 @@ enum Request {
 /// own: the parent's thread does not exist in the child, and its connection is the
 /// parent's. What the parent's thread and connection hold is left untouched in the child.
 pub struct PostgresJournal {
-    link: Mutex<Link>,
+    link: PerProcess<Link>,
     config: Config,
     shown: String,
 }
 
-/// The journal's thread, the channel to it, and the process that started it.
+/// The journal's thread and the channel to it.
 struct Link {
     requests: mpsc::UnboundedSender<Request>,
     thread: Option<JoinHandle<()>>,
-    process: u32,
 }
 
 impl Link {
@@ -127,7 +126,6 @@ impl Link {
             Ok(Ok(())) => Ok(Link {
                 requests,
                 thread: Some(thread),
-                process: std::process::id(),
             }),
             Ok(Err(error)) => {
                 let _ = thread.join();
@@ -155,7 +153,7 @@ impl PostgresJournal {
     /// Blocks until connected; usable from inside an async runtime.
     pub fn connect(config: Config, shown: impl Into<String>) -> Result<Self, OutboxError> {
         Ok(PostgresJournal {
-            link: Mutex::new(Link::start(&config)?),
+            link: PerProcess::with(Link::start(&config)?),
             config,
             shown: shown.into(),
         })
@@ -170,18 +168,12 @@ impl PostgresJournal {
         &self,
         make: impl FnOnce(std_mpsc::SyncSender<Result<T, Failure>>) -> Request,
     ) -> Result<T, Failure> {
-        let requests = {
-            let mut link = self
-                .link
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            if link.process != std::process::id() {
-                // A child of `fork`: the parent's thread is not here to answer.
-                let inherited = std::mem::replace(&mut *link, Link::start(&self.config)?);
-                std::mem::forget(inherited);
-            }
-            link.requests.clone()
-        };
+        // In a child of `fork` the parent's thread is not there to answer: started again.
+        let requests = self
+            .link
+            .lock_or_try_make(|| Link::start(&self.config))?
+            .requests
+            .clone();
         let (reply, answer) = std_mpsc::sync_channel(1);
         requests
             .send(make(reply))
@@ -192,30 +184,12 @@ impl PostgresJournal {
     }
 }
 
-impl Drop for PostgresJournal {
+impl Drop for Link {
     fn drop(&mut self) {
-        let link = self
-            .link
-            .get_mut()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if link.process != std::process::id() {
-            // The parent's thread, in a child of `fork`: not this process's to end.
-            let (closed, _) = mpsc::unbounded_channel();
-            let inherited = std::mem::replace(
-                link,
-                Link {
-                    requests: closed,
-                    thread: None,
-                    process: 0,
-                },
-            );
-            std::mem::forget(inherited);
-            return;
-        }
         // Closing the channel ends the thread once the requests before are done.
         let (closed, _) = mpsc::unbounded_channel();
-        drop(std::mem::replace(&mut link.requests, closed));
-        if let Some(thread) = link.thread.take() {
+        drop(std::mem::replace(&mut self.requests, closed));
+        if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
     }

@@ -2,8 +2,8 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
 
+use replaysafe_core::adapter::{Held, PerProcess};
 use replaysafe_core::journal::{Claim, Journal, JournalEntry, JournalError, Ledger};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
@@ -65,15 +65,9 @@ const KEY_STATE: &str = "SELECT state, run_id, ts_ms FROM replaysafe_journal_key
 /// behalf); a database that cannot be opened again is an error naming it, and nothing is
 /// written.
 pub struct SqliteJournal {
-    conn: Mutex<Opened>,
+    conn: PerProcess<Connection>,
     path: PathBuf,
     shown: String,
-}
-
-/// The connection, and the process that opened it.
-struct Opened {
-    conn: Connection,
-    process: u32,
 }
 
 impl fmt::Debug for SqliteJournal {
@@ -88,11 +82,14 @@ impl SqliteJournal {
     /// Opens the database at `path` (creating it and the journal tables when missing).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, OutboxError> {
         let path = path.as_ref();
+        let conn = connect(path)?;
         Ok(SqliteJournal {
-            conn: Mutex::new(Opened {
-                conn: connect(path)?,
-                process: std::process::id(),
-            }),
+            // A database in memory is the process's own: the child's copy is the child's.
+            conn: if in_memory(path) {
+                PerProcess::kept_by_children(conn)
+            } else {
+                PerProcess::with(conn)
+            },
             path: path.to_path_buf(),
             shown: format!("sqlite:{}", path.display()),
         })
@@ -110,24 +107,12 @@ impl SqliteJournal {
         query: &JournalQuery,
         each: impl FnMut(&str) -> Result<(), OutboxError>,
     ) -> Result<(), OutboxError> {
-        read_lines(&self.lock()?.conn, query, each)
+        read_lines(&*self.lock()?, query, each)
     }
 
-    /// The connection, opened again first in a child of `fork`.
-    fn lock(&self) -> Result<MutexGuard<'_, Opened>, OutboxError> {
-        let mut opened = self
-            .conn
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let process = std::process::id();
-        // A database in memory is the process's own: the child's copy is the one to use.
-        if opened.process != process && !in_memory(&self.path) {
-            let inherited = std::mem::replace(&mut opened.conn, connect(&self.path)?);
-            // Closing it would act on the database for the parent: left as it is.
-            std::mem::forget(inherited);
-            opened.process = process;
-        }
-        Ok(opened)
+    /// This process's connection: opened again first in a child of `fork`.
+    fn lock(&self) -> Result<Held<'_, Connection>, OutboxError> {
+        self.conn.lock_or_try_make(|| connect(&self.path))
     }
 
     fn write(conn: &Connection, line: &Line) -> rusqlite::Result<()> {
@@ -156,11 +141,10 @@ impl SqliteJournal {
 impl Journal for SqliteJournal {
     fn append(&self, entry: &JournalEntry<'_>) -> Result<(), JournalError> {
         let line = Line::of(entry);
-        let mut opened = self
+        let mut conn = self
             .lock()
             .map_err(|e| JournalError::record_not_written(&self.shown, entry, e))?;
-        let done = opened
-            .conn
+        let done = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .and_then(|tx| {
                 Self::write(&tx, &line)?;
@@ -181,13 +165,11 @@ impl Ledger for SqliteJournal {
         retry_in_doubt: bool,
     ) -> Result<Claim, JournalError> {
         let line = Line::of(attempting);
-        let mut opened = self
+        let mut conn = self
             .lock()
             .map_err(|e| JournalError::key_not_recalled(&self.shown, &line.key, e))?;
         let result = (|| {
-            let tx = opened
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let state = tx
                 .prepare_cached(KEY_STATE)?
                 .query_row(params![line.key, line.action], |row| {
