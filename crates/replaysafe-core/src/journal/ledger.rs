@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -111,15 +112,15 @@ pub trait Ledger: Send + Sync + fmt::Debug {
     }
 }
 
-/// One key's last known state.
+/// One key's last known state. The run id is shared by the keys of one run.
 #[derive(Clone, Debug)]
 enum Slot {
     Delivered {
-        run_id: Box<str>,
+        run_id: Arc<str>,
         at: DateTime<Utc>,
     },
     Open {
-        run_id: Box<str>,
+        run_id: Arc<str>,
         since: DateTime<Utc>,
     },
     Closed,
@@ -131,6 +132,9 @@ enum Slot {
 #[derive(Debug, Default)]
 pub(crate) struct KeyIndex {
     keys: HashMap<[u8; 32], Slot>,
+    /// The run id of the last record taken in: a run's records mostly follow one
+    /// another, so its keys share one copy of it instead of one each.
+    last_run: Option<Arc<str>>,
     /// Bytes of the file read so far (up to the end of its last whole line).
     pub(crate) offset: u64,
 }
@@ -219,17 +223,25 @@ impl KeyIndex {
         }
         let next = match decision {
             JournalDecision::Delivered => Slot::Delivered {
-                run_id: run_id.into(),
+                run_id: self.run(run_id),
                 at: ts,
             },
             JournalDecision::Attempting => Slot::Open {
-                run_id: run_id.into(),
+                run_id: self.run(run_id),
                 since: ts,
             },
             JournalDecision::Failed => Slot::Closed,
             _ => return,
         };
         self.keys.insert(key, next);
+    }
+
+    /// `run_id`, shared with the last record's when it is the same run.
+    fn run(&mut self, run_id: &str) -> Arc<str> {
+        match &self.last_run {
+            Some(last) if **last == *run_id => last.clone(),
+            _ => self.last_run.insert(Arc::from(run_id)).clone(),
+        }
     }
 
     /// Reads whole lines of `bytes` (what follows `offset` in the file) into the index
