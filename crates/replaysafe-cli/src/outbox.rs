@@ -478,6 +478,12 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
                             c.failures,
                             at(c.next_probe_at)
                         );
+                    } else if c.failures > 0 {
+                        println!(
+                            "circuit {}: closed; {} consecutive transient failures so far",
+                            safe(&c.route),
+                            c.failures
+                        );
                     } else {
                         println!(
                             "circuit {}: closed since {}",

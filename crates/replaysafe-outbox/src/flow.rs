@@ -252,10 +252,12 @@ impl Ticket<'_> {
 
     /// Records how the delivery ended: `answered` when the receiver answered (a delivery,
     /// or a refusal of this row), false for a transient failure (a 5xx, a timeout, no
-    /// answer). Returns the circuit's new state when it changed.
-    pub(crate) fn record(mut self, answered: bool) -> Option<Circuit> {
+    /// answer). `counted` is the outbox's count of the route's consecutive failures with
+    /// this one, when the workers share it; without it the worker counts alone. Returns
+    /// the circuit's new state when it changed.
+    pub(crate) fn record(mut self, answered: bool, counted: Option<u32>) -> Option<Circuit> {
         self.settled = true;
-        self.flow.record(answered, Instant::now())
+        self.flow.record(answered, counted, Instant::now())
     }
 }
 
@@ -406,7 +408,7 @@ impl Flow {
         }
     }
 
-    fn record(&self, answered: bool, now: Instant) -> Option<Circuit> {
+    fn record(&self, answered: bool, counted: Option<u32>, now: Instant) -> Option<Circuit> {
         let breaker = self.breaker.as_ref()?;
         let mut breaker = lock(breaker);
         let before = breaker.state;
@@ -414,7 +416,7 @@ impl Flow {
             breaker.failures = 0;
             breaker.state = Circuit::Closed;
         } else {
-            breaker.failures = breaker.failures.saturating_add(1);
+            breaker.failures = counted.unwrap_or(breaker.failures.saturating_add(1));
             if breaker.state == Circuit::Probing || breaker.failures >= breaker.config.failures {
                 breaker.state = Circuit::Open;
                 breaker.probe_at = now + breaker.config.probe_every;
@@ -492,6 +494,18 @@ impl Flow {
         }
     }
 
+    /// Follows the outbox's count of a closed circuit's consecutive failures, which the
+    /// other workers' failures and answers move: an answer here clears it only when it is
+    /// not zero.
+    pub(crate) fn follow_failures(&self, failures: u32) {
+        if let Some(breaker) = &self.breaker {
+            let mut breaker = lock(breaker);
+            if breaker.state == Circuit::Closed {
+                breaker.failures = failures;
+            }
+        }
+    }
+
     /// A probe not sent: the circuit stays open.
     fn probe_not_sent(&self) {
         if let Some(breaker) = &self.breaker {
@@ -552,7 +566,7 @@ mod tests {
 
     /// A ticket recording a failure, and the circuit after.
     fn fail(flow: &Flow) -> Option<Circuit> {
-        flow.admit(Instant::now()).unwrap().record(false)
+        flow.admit(Instant::now()).unwrap().record(false, None)
     }
 
     #[tokio::test(start_paused = true)]
@@ -577,12 +591,40 @@ mod tests {
         assert_eq!(flow.circuit(), Some(Circuit::Open));
         let probe = flow.admit(Instant::now()).unwrap();
         // A failed probe keeps it open for another interval.
-        assert_eq!(probe.record(false), None);
+        assert_eq!(probe.record(false, None), None);
         assert!(!flow.claimable(Instant::now()));
         tokio::time::advance(Duration::from_secs(30)).await;
         let probe = flow.admit(Instant::now()).unwrap();
-        assert_eq!(probe.record(true), Some(Circuit::Closed));
+        assert_eq!(probe.record(true, None), Some(Circuit::Closed));
         assert!(flow.admit(Instant::now()).is_some());
+    }
+
+    #[test]
+    fn a_count_shared_by_the_workers_opens_the_circuit_at_its_threshold() {
+        let flow = Flow::new(
+            "partner",
+            &FlowControl::new().with_breaker(3, Duration::from_secs(30)),
+        );
+        // This worker's first failure is the outbox's third: the circuit opens.
+        let ticket = flow.admit(Instant::now()).unwrap();
+        assert_eq!(ticket.record(false, Some(3)), Some(Circuit::Open));
+        assert_eq!(flow.breaker(), Some((3, Duration::from_secs(30))));
+
+        // A count followed from the outbox is taken while closed, and an answer clears it.
+        let other = Flow::new(
+            "partner",
+            &FlowControl::new().with_breaker(3, Duration::from_secs(30)),
+        );
+        other.follow_failures(2);
+        assert_eq!(other.breaker().unwrap().0, 2);
+        assert_eq!(
+            other.admit(Instant::now()).unwrap().record(true, None),
+            None
+        );
+        assert_eq!(other.breaker().unwrap().0, 0);
+        // An open circuit keeps the failures that opened it.
+        flow.follow_failures(0);
+        assert_eq!(flow.breaker().unwrap().0, 3);
     }
 
     #[tokio::test(start_paused = true)]

@@ -360,13 +360,16 @@ pub struct CircuitRecord {
     pub route: String,
     /// Whether its rows wait.
     pub open: bool,
-    /// The consecutive transient failures that opened it (0 once closed).
+    /// The route's consecutive transient failures, counted by every worker: while open,
+    /// those that opened it and its failed probes since; while closed, those so far (0
+    /// after an answer).
     pub failures: u32,
     /// When it opened, while open.
     pub opened_at: Option<DateTime<Utc>>,
     /// When the next probe is due, while open.
     pub next_probe_at: Option<DateTime<Utc>>,
-    /// When a worker last changed it.
+    /// When a worker last opened, probed or closed it (or counted the first failure of a
+    /// route it has no row for yet).
     pub updated_at: DateTime<Utc>,
 }
 
@@ -423,6 +426,18 @@ pub(crate) const RECORD_CIRCUIT_SQL: &str = "INSERT INTO replaysafe_outbox_circu
     opened_at_ms = CASE WHEN replaysafe_outbox_circuits.state = 'open' AND excluded.state = 'open' \
         THEN replaysafe_outbox_circuits.opened_at_ms ELSE excluded.opened_at_ms END, \
     next_probe_at_ms = excluded.next_probe_at_ms, updated_at_ms = excluded.updated_at_ms";
+
+/// Counts one more consecutive transient failure of a route (`$1` route, `$2` now) and
+/// returns the count; the first failure of a route makes its row, closed.
+pub(crate) const COUNT_ROUTE_FAILURE_SQL: &str = "INSERT INTO replaysafe_outbox_circuits \
+    (route, state, failures, updated_at_ms) VALUES ($1, 'closed', 1, $2) \
+    ON CONFLICT (route) DO UPDATE SET failures = replaysafe_outbox_circuits.failures + 1 \
+    RETURNING failures";
+
+/// Clears a closed circuit's count of consecutive failures (`$1` route) after an answer;
+/// an open circuit's count stays, for its probe's answer to close it.
+pub(crate) const CLEAR_ROUTE_FAILURES_SQL: &str = "UPDATE replaysafe_outbox_circuits \
+    SET failures = 0 WHERE route = $1 AND state = 'closed' AND failures > 0";
 
 /// Takes an open circuit's due probe (`$1` route, `$2` now, `$3` the next probe).
 pub(crate) const TAKE_PROBE_SQL: &str = "UPDATE replaysafe_outbox_circuits \
@@ -576,6 +591,27 @@ pub trait OutboxStore: Send + Sync + fmt::Debug {
     /// circuit already open, so a failed probe does not restart it), or closed.
     async fn record_circuit(&self, circuit: &CircuitRecord) -> Result<(), OutboxError> {
         let _ = circuit;
+        Ok(())
+    }
+
+    /// Counts one more consecutive transient failure of `route` for every worker of the
+    /// outbox, at `now`, and returns the count, so that the circuit opens after the
+    /// breaker's number of failures whichever workers saw them. The default, for a store
+    /// without a circuits table, returns `None`: each worker counts its own.
+    async fn count_route_failure(
+        &self,
+        route: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<u32>, OutboxError> {
+        let _ = (route, now);
+        Ok(None)
+    }
+
+    /// Clears `route`'s count of consecutive failures after an answer from its receiver,
+    /// while its circuit is closed (a probe's answer closes an open one with
+    /// [`OutboxStore::record_circuit`]).
+    async fn clear_route_failures(&self, route: &str) -> Result<(), OutboxError> {
+        let _ = route;
         Ok(())
     }
 

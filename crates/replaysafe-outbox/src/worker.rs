@@ -668,9 +668,38 @@ impl Worker {
         taken
     }
 
+    /// Shares how a delivery of a route with a breaker ended with the workers of the
+    /// outbox: a transient failure is counted in the outbox (the count with it is
+    /// returned, so the circuit opens after the breaker's number of consecutive failures
+    /// whichever workers saw them); an answer clears the count when this worker knows it
+    /// is not zero, so a route that answers costs no write. `None` when the store keeps no
+    /// count, or cannot be reached (logged): the worker then counts alone.
+    async fn share_outcome(&self, route: &str, flow: &Flow, answered: bool) -> Option<u32> {
+        let (failures, _) = flow.breaker()?;
+        let shared = if answered {
+            if failures == 0 {
+                return None;
+            }
+            self.store.clear_route_failures(route).await.map(|()| None)
+        } else {
+            self.store
+                .count_route_failure(route, self.clock.now())
+                .await
+        };
+        shared.unwrap_or_else(|error| {
+            tracing::warn!(
+                target: "replaysafe::outbox",
+                route,
+                "sharing the route's failures with the outbox's other workers: {}; this worker counts its own",
+                crate::route::short_error(&error)
+            );
+            None
+        })
+    }
+
     /// Follows the circuits the workers of the outbox recorded, for the routes with a
     /// breaker: one opened elsewhere holds this worker's rows too, one closed elsewhere
-    /// lets them flow.
+    /// lets them flow, and a closed one's count of consecutive failures is taken.
     async fn follow_circuits(&self) -> Result<(), OutboxError> {
         if self.flows.values().all(|flow| flow.breaker().is_none()) {
             return Ok(());
@@ -679,6 +708,12 @@ impl Worker {
         let wall = self.clock.now();
         let now = tokio::time::Instant::now();
         for (route, flow) in &self.flows {
+            if let Some(closed) = recorded
+                .iter()
+                .find(|circuit| circuit.route == *route && !circuit.open)
+            {
+                flow.follow_failures(closed.failures);
+            }
             let open = recorded
                 .iter()
                 .find(|circuit| circuit.route == *route && circuit.open)
@@ -787,7 +822,8 @@ impl Worker {
             };
             if let (Some(answered), Some(flow)) = (answered, self.flows.get(&row.route)) {
                 let probe = ticket.is_probe();
-                let change = ticket.record(answered);
+                let counted = self.share_outcome(&row.route, flow, answered).await;
+                let change = ticket.record(answered, counted);
                 self.circuit_changed(row, flow, change, probe && !answered)
                     .await;
             }

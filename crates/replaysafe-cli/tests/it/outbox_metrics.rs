@@ -232,6 +232,10 @@ fn status_shows_the_circuits_the_workers_recorded() {
             .record_circuit(&CircuitRecord::closed("reports", opened))
             .await
             .unwrap();
+        // A closed circuit whose route has failed twice in a row so far.
+        for _ in 0..2 {
+            store.count_route_failure("orders", opened).await.unwrap();
+        }
     });
     let database = format!("sqlite:{}", path.display());
     let stdout = |args: &[&str]| {
@@ -256,13 +260,20 @@ fn status_shows_the_circuits_the_workers_recorded() {
         text.contains("circuit reports: closed since 2026-12-02T01:00:00Z"),
         "{text}"
     );
+    assert!(
+        text.contains("circuit orders: closed; 2 consecutive transient failures so far"),
+        "{text}"
+    );
     let json: serde_json::Value =
         serde_json::from_str(&stdout(&["status", "--format", "json"])).unwrap();
-    assert_eq!(json["circuits"][0]["route"], "partner");
-    assert_eq!(json["circuits"][0]["state"], "open");
-    assert_eq!(json["circuits"][0]["failures"], 5);
-    assert_eq!(json["circuits"][0]["next_probe_at"], "2026-12-02T01:00:30Z");
-    assert_eq!(json["circuits"][1]["state"], "closed");
+    assert_eq!(json["circuits"][0]["route"], "orders");
+    assert_eq!(json["circuits"][0]["state"], "closed");
+    assert_eq!(json["circuits"][0]["failures"], 2);
+    assert_eq!(json["circuits"][1]["route"], "partner");
+    assert_eq!(json["circuits"][1]["state"], "open");
+    assert_eq!(json["circuits"][1]["failures"], 5);
+    assert_eq!(json["circuits"][1]["next_probe_at"], "2026-12-02T01:00:30Z");
+    assert_eq!(json["circuits"][2]["state"], "closed");
     let samples = parsed_by_prometheus(
         &stdout(&["status", "--format", "prometheus"]),
         "replaysafe_outbox_circuit_test",

@@ -40,9 +40,10 @@ pub use schema::{SCHEMA_VERSION, check_schema, migrate, schema_version};
 
 use crate::row::{RowContext, StagedRow, from_millis, millis, prepare};
 use crate::store::{
-    CIRCUITS_SQL, CircuitRecord, CircuitValues, ClaimRequest, ClaimedRow, Completion,
-    CompletionResult, OperatorAction, OutboxStore, RECORD_CIRCUIT_SQL, RowSummary, StatusCount,
-    StoreCounters, TAKE_PROBE_SQL, WAITING_IN_KEY_ORDER_SQL, circuit_record, purge_cutoff,
+    CIRCUITS_SQL, CLEAR_ROUTE_FAILURES_SQL, COUNT_ROUTE_FAILURE_SQL, CircuitRecord, CircuitValues,
+    ClaimRequest, ClaimedRow, Completion, CompletionResult, OperatorAction, OutboxStore,
+    RECORD_CIRCUIT_SQL, RowSummary, StatusCount, StoreCounters, TAKE_PROBE_SQL,
+    WAITING_IN_KEY_ORDER_SQL, circuit_record, purge_cutoff,
 };
 use crate::{OutboxError, Route, SourceVersion, StageOptions, Staged, Status};
 
@@ -1216,6 +1217,29 @@ impl OutboxStore for PostgresOutbox {
             .execute(GIVE_BACK_SHARED_TOKEN_SQL, &[&route, &capacity])
             .await
             .map_err(sql("giving back a shared token"))?;
+        Ok(())
+    }
+
+    async fn count_route_failure(
+        &self,
+        route: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<u32>, OutboxError> {
+        let client = self.client("counting a route's failure").await?;
+        let row = client
+            .query_one(COUNT_ROUTE_FAILURE_SQL, &[&route, &millis(now)])
+            .await
+            .map_err(sql("counting a route's failure"))?;
+        let count: i32 = row.try_get(0).map_err(sql("counting a route's failure"))?;
+        Ok(Some(u32::try_from(count).unwrap_or(0)))
+    }
+
+    async fn clear_route_failures(&self, route: &str) -> Result<(), OutboxError> {
+        let client = self.client("clearing a route's failures").await?;
+        client
+            .execute(CLEAR_ROUTE_FAILURES_SQL, &[&route])
+            .await
+            .map_err(sql("clearing a route's failures"))?;
         Ok(())
     }
 

@@ -27,9 +27,10 @@ pub use schema::{SCHEMA_VERSION, check_schema, migrate, schema_version};
 
 use crate::row::{RowContext, StagedRow, from_millis, millis, prepare};
 use crate::store::{
-    CIRCUITS_SQL, CircuitRecord, CircuitValues, ClaimRequest, ClaimedRow, Completion,
-    CompletionResult, OperatorAction, OutboxStore, RECORD_CIRCUIT_SQL, RowSummary, StatusCount,
-    StoreCounters, TAKE_PROBE_SQL, WAITING_IN_KEY_ORDER_SQL, circuit_record, purge_cutoff,
+    CIRCUITS_SQL, CLEAR_ROUTE_FAILURES_SQL, COUNT_ROUTE_FAILURE_SQL, CircuitRecord, CircuitValues,
+    ClaimRequest, ClaimedRow, Completion, CompletionResult, OperatorAction, OutboxStore,
+    RECORD_CIRCUIT_SQL, RowSummary, StatusCount, StoreCounters, TAKE_PROBE_SQL,
+    WAITING_IN_KEY_ORDER_SQL, circuit_record, purge_cutoff,
 };
 use crate::{OutboxError, Route, SourceVersion, StageOptions, Staged, Status};
 
@@ -1039,6 +1040,35 @@ impl OutboxStore for SqliteOutbox {
             conn.prepare_cached(GIVE_BACK_SHARED_TOKEN_SQL)
                 .and_then(|mut s| s.execute(rusqlite::params![route, capacity]))
                 .map_err(sql("giving back a shared token"))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn count_route_failure(
+        &self,
+        route: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<u32>, OutboxError> {
+        let route = route.to_owned();
+        self.run("counting a route's failure", move |conn| {
+            let count: i64 = conn
+                .prepare_cached(&placeholders(COUNT_ROUTE_FAILURE_SQL))
+                .and_then(|mut s| {
+                    s.query_row(rusqlite::params![route, millis(now)], |row| row.get(0))
+                })
+                .map_err(sql("counting a route's failure"))?;
+            Ok(Some(u32::try_from(count).unwrap_or(u32::MAX)))
+        })
+        .await
+    }
+
+    async fn clear_route_failures(&self, route: &str) -> Result<(), OutboxError> {
+        let route = route.to_owned();
+        self.run("clearing a route's failures", move |conn| {
+            conn.prepare_cached(&placeholders(CLEAR_ROUTE_FAILURES_SQL))
+                .and_then(|mut s| s.execute(rusqlite::params![route]))
+                .map_err(sql("clearing a route's failures"))?;
             Ok(())
         })
         .await

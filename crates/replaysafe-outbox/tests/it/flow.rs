@@ -204,6 +204,55 @@ async fn a_circuit_opened_by_one_worker_holds_the_others_and_one_of_them_probes(
     assert_eq!(store.list(Status::Pending, 100).await.unwrap().len(), 4);
 }
 
+/// Two workers of one outbox count a route's consecutive failures together: the circuit
+/// opens at the breaker's number of failures whichever worker saw them, and an answer
+/// to either worker starts the count again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workers_of_an_outbox_count_a_routes_consecutive_failures_together() {
+    let broken = Receiver::start().await;
+    for status in [503, 503, 200, 503, 503, 503] {
+        broken.answer(StatusCode::from_u16(status).unwrap(), Some(AN_HOUR));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("outbox.db");
+    let store = sqlite::SqliteOutbox::open(&path).unwrap();
+    let clock = Arc::new(FixedClock::new(contexts::now()));
+    let bad = route("broken", &broken.url());
+    stage(&path, &clock, &[&bad], 10);
+    let worker = |rows: u32| {
+        Worker::builder(sqlite::SqliteOutbox::open(&path).unwrap())
+            .add_route(bad.clone())
+            .flow(
+                "broken",
+                FlowControl::new().with_breaker(3, Duration::from_secs(3600)),
+            )
+            .batch_size(rows)
+            .clock(clock.clone())
+            .build()
+            .unwrap()
+    };
+    let (first, second) = (worker(2), worker(1));
+    let counted = || async { store.circuits().await.unwrap()[0].clone() };
+
+    // Two failures in the first worker; the second's answer starts the count again.
+    first.run_once().await.unwrap();
+    assert_eq!((counted().await.open, counted().await.failures), (false, 2));
+    second.run_once().await.unwrap();
+    assert_eq!(counted().await.failures, 0, "an answer clears the count");
+    // Two more in the first: 2 of 3, not 4.
+    first.run_once().await.unwrap();
+    assert_eq!((counted().await.open, counted().await.failures), (false, 2));
+    // The second worker's first failure is the route's third in a row: it opens.
+    second.run_once().await.unwrap();
+    let circuit = counted().await;
+    assert!(circuit.open && circuit.failures == 3, "{circuit:?}");
+    assert_eq!(second.circuits(), [("broken".to_owned(), Circuit::Open)]);
+    // The first follows it and sends nothing more.
+    first.run_once().await.unwrap();
+    assert_eq!(first.circuits(), [("broken".to_owned(), Circuit::Open)]);
+    assert_eq!(broken.requests().len(), 6);
+}
+
 /// A receiver that answers after `delay` and counts the most requests it held at once.
 async fn slow_receiver(delay: Duration) -> (String, Arc<AtomicUsize>) {
     let current = Arc::new(AtomicUsize::new(0));

@@ -1298,6 +1298,49 @@ async fn circuits_are_shared_and_one_worker_takes_each_due_probe() {
     assert!(!circuits[0].open && circuits[0].opened_at.is_none());
 }
 
+/// A route's consecutive failures counted through PostgreSQL by two connections at once:
+/// no count is lost, an answer clears a closed circuit's count, an open circuit keeps it.
+#[tokio::test]
+async fn a_routes_failures_are_counted_by_every_worker_together() {
+    use replaysafe_outbox::CircuitRecord;
+    let fx = PgFixture::new().await;
+    let other = PostgresOutbox::connect(&fx.url).await.unwrap();
+    let now = contexts::now();
+    assert_eq!(
+        fx.outbox.count_route_failure("partner", now).await.unwrap(),
+        Some(1)
+    );
+    let (a, b) = tokio::join!(
+        fx.outbox.count_route_failure("partner", now),
+        other.count_route_failure("partner", now)
+    );
+    let mut counts = [a.unwrap().unwrap(), b.unwrap().unwrap()];
+    counts.sort();
+    assert_eq!(counts, [2, 3]);
+    let circuit = &other.circuits().await.unwrap()[0];
+    assert!(!circuit.open && circuit.failures == 3, "{circuit:?}");
+    other.clear_route_failures("partner").await.unwrap();
+    assert_eq!(fx.outbox.circuits().await.unwrap()[0].failures, 0);
+
+    // Open, the count stays for the probe's answer to close it.
+    fx.outbox
+        .record_circuit(&CircuitRecord::opened(
+            "partner",
+            3,
+            now,
+            now + TimeDelta::seconds(30),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        other.count_route_failure("partner", now).await.unwrap(),
+        Some(4)
+    );
+    fx.outbox.clear_route_failures("partner").await.unwrap();
+    let circuit = &other.circuits().await.unwrap()[0];
+    assert!(circuit.open && circuit.failures == 4, "{circuit:?}");
+}
+
 /// A rate's bucket shared through PostgreSQL: a second's burst, then tokens owed one
 /// interval apart (below zero); a token given back is owed no more; time refills it, up
 /// to its capacity.
