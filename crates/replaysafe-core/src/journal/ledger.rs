@@ -112,17 +112,20 @@ pub trait Ledger: Send + Sync + fmt::Debug {
     }
 }
 
-/// One key's last known state. The run id is shared by the keys of one run.
-#[derive(Clone, Debug)]
-enum Slot {
-    Delivered {
-        run_id: Arc<str>,
-        at: DateTime<Utc>,
-    },
-    Open {
-        run_id: Arc<str>,
-        since: DateTime<Utc>,
-    },
+/// One key's last known state: delivered, or open since an attempt began (with the run
+/// and the time), or closed by a failure. 20 bytes: the run is a number in the index's
+/// table of runs, so a run's keys hold one copy of its id between them.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    state: SlotState,
+    run: u32,
+    at: DateTime<Utc>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotState {
+    Delivered,
+    Open,
     Closed,
 }
 
@@ -132,9 +135,10 @@ enum Slot {
 #[derive(Debug, Default)]
 pub(crate) struct KeyIndex {
     keys: HashMap<[u8; 32], Slot>,
-    /// The run id of the last record taken in: a run's records mostly follow one
-    /// another, so its keys share one copy of it instead of one each.
-    last_run: Option<Arc<str>>,
+    /// The run ids the slots name, by number.
+    runs: Vec<Arc<str>>,
+    /// The number of each run id in `runs`.
+    run_numbers: HashMap<Arc<str>, u32>,
     /// Bytes of the file read so far (up to the end of its last whole line).
     pub(crate) offset: u64,
 }
@@ -217,31 +221,45 @@ impl KeyIndex {
         run_id: &str,
         ts: DateTime<Utc>,
     ) {
-        let slot = self.keys.get(&key);
-        if matches!(slot, Some(Slot::Delivered { .. })) {
-            return;
-        }
-        let next = match decision {
-            JournalDecision::Delivered => Slot::Delivered {
-                run_id: self.run(run_id),
-                at: ts,
-            },
-            JournalDecision::Attempting => Slot::Open {
-                run_id: self.run(run_id),
-                since: ts,
-            },
-            JournalDecision::Failed => Slot::Closed,
+        let state = match decision {
+            JournalDecision::Delivered => SlotState::Delivered,
+            JournalDecision::Attempting => SlotState::Open,
+            JournalDecision::Failed => SlotState::Closed,
             _ => return,
         };
-        self.keys.insert(key, next);
+        if let Some(slot) = self.keys.get(&key)
+            && slot.state == SlotState::Delivered
+        {
+            return;
+        }
+        let run = if state == SlotState::Closed {
+            0
+        } else {
+            self.run_number(run_id)
+        };
+        self.keys.insert(key, Slot { state, run, at: ts });
     }
 
-    /// `run_id`, shared with the last record's when it is the same run.
-    fn run(&mut self, run_id: &str) -> Arc<str> {
-        match &self.last_run {
-            Some(last) if **last == *run_id => last.clone(),
-            _ => self.last_run.insert(Arc::from(run_id)).clone(),
+    /// The number of `run_id` in the table of runs, added when new. The last run added
+    /// is looked at first: a run's records mostly follow one another. Past `u32::MAX`
+    /// runs, later ones are not told apart and their keys' notes name no run (no decision
+    /// depends on the run).
+    fn run_number(&mut self, run_id: &str) -> u32 {
+        if let Some(last) = self.runs.last()
+            && **last == *run_id
+        {
+            return u32::try_from(self.runs.len() - 1).unwrap_or(u32::MAX);
         }
+        if let Some(number) = self.run_numbers.get(run_id) {
+            return *number;
+        }
+        let Ok(number) = u32::try_from(self.runs.len()) else {
+            return u32::MAX;
+        };
+        let run: Arc<str> = Arc::from(run_id);
+        self.runs.push(run.clone());
+        self.run_numbers.insert(run, number);
+        number
     }
 
     /// Reads whole lines of `bytes` (what follows `offset` in the file) into the index
@@ -277,15 +295,23 @@ impl KeyIndex {
 
     /// [`KeyIndex::memory`] with the key's slot already worked out ([`slot_key`]).
     pub(crate) fn memory_at(&self, key: &[u8; 32]) -> Memory {
-        match self.keys.get(key) {
-            None | Some(Slot::Closed) => Memory::Clear,
-            Some(Slot::Delivered { run_id, at }) => Memory::Delivered {
-                run_id: run_id.to_string(),
-                at: *at,
+        let Some(slot) = self.keys.get(key) else {
+            return Memory::Clear;
+        };
+        let run_id = || {
+            self.runs
+                .get(slot.run as usize)
+                .map_or_else(String::new, |run| run.to_string())
+        };
+        match slot.state {
+            SlotState::Closed => Memory::Clear,
+            SlotState::Delivered => Memory::Delivered {
+                run_id: run_id(),
+                at: slot.at,
             },
-            Some(Slot::Open { run_id, since }) => Memory::InDoubt {
-                run_id: run_id.to_string(),
-                since: *since,
+            SlotState::Open => Memory::InDoubt {
+                run_id: run_id(),
+                since: slot.at,
             },
         }
     }
@@ -339,6 +365,35 @@ mod tests {
             Memory::Delivered { .. }
         ));
         assert_eq!(index.memory("custom key!", None), Memory::Clear);
+    }
+
+    #[test]
+    fn each_key_remembers_its_own_run_among_many() {
+        let mut index = KeyIndex::default();
+        let keys: Vec<String> = (0..6).map(|n| format!("{n:02}").repeat(32)).collect();
+        for (n, key) in keys.iter().enumerate() {
+            let run = ["r1", "r2", "r1", "r3"][n % 4];
+            index.apply(JournalDecision::Attempting, (key, None), run, at(n as i64));
+            if n % 2 == 0 {
+                index.apply(JournalDecision::Delivered, (key, None), run, at(10));
+            }
+        }
+        for (n, key) in keys.iter().enumerate() {
+            let run = ["r1", "r2", "r1", "r3"][n % 4].to_owned();
+            let expected = if n % 2 == 0 {
+                Memory::Delivered {
+                    run_id: run,
+                    at: at(10),
+                }
+            } else {
+                Memory::InDoubt {
+                    run_id: run,
+                    since: at(n as i64),
+                }
+            };
+            assert_eq!(index.memory(key, None), expected, "key {n}");
+        }
+        assert_eq!(index.runs.len(), 3, "one copy of each run id");
     }
 
     #[test]
