@@ -361,8 +361,8 @@ pub struct CircuitRecord {
     /// Whether its rows wait.
     pub open: bool,
     /// The route's consecutive transient failures, counted by every worker: while open,
-    /// those that opened it and its failed probes since; while closed, those so far (0
-    /// after an answer).
+    /// those that opened it and any since (deliveries already under way, failed probes);
+    /// while closed, those so far (0 after an answer).
     pub failures: u32,
     /// When it opened, while open.
     pub opened_at: Option<DateTime<Utc>>,

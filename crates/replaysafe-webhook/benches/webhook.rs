@@ -482,6 +482,77 @@ fn in_flight_8(report: &mut Report, subjects: &Subjects<'_>) {
         );
 }
 
+/// How long the receiver of the comparison at a partner's pace takes to answer: a fast
+/// partner (real ones take tens to hundreds of milliseconds).
+const PARTNER_ANSWER: Duration = Duration::from_millis(1);
+
+/// Webhooks a chunk of the comparison at a partner's pace.
+const PARTNER_CHUNK: usize = 200;
+
+/// [`IN_FLIGHT`] deliveries in flight on both sides to a receiver that answers after
+/// [`PARTNER_ANSWER`], the guard on a durable journal of its own: what the guard costs
+/// where a delivery waits for its receiver, beside the worst case of a receiver that
+/// answers at once.
+fn in_flight_8_at_a_partners_pace(
+    report: &mut Report,
+    runtime: &tokio::runtime::Runtime,
+    raw: &reqwest::Client,
+    key: &IdempotencyKey,
+) {
+    let address = start_receiver(PARTNER_ANSWER);
+    let url = format!("http://{address}/hooks/orders");
+    let journal_dir = tempfile::tempdir().expect("temporary folder");
+    let journal = Arc::new(
+        replaysafe_core::JsonlJournal::open(journal_dir.path().join("journal.jsonl"))
+            .expect("journal"),
+    );
+    let guarded = guarded_client(&url, journal.clone());
+    runtime.block_on(guarded_chunk(&guarded, IN_FLIGHT, 0, PARTNER_CHUNK));
+    runtime.block_on(raw_chunk(raw, &url, key, IN_FLIGHT, 0, PARTNER_CHUNK));
+    let (guarded_best, raw_best) = interleaved_chunks(
+        SLOW_CHUNKS,
+        SLOW_REPEATS,
+        |chunk| {
+            runtime.block_on(guarded_chunk(
+                &guarded,
+                IN_FLIGHT,
+                chunk * PARTNER_CHUNK,
+                PARTNER_CHUNK,
+            ))
+        },
+        |chunk| {
+            runtime.block_on(raw_chunk(
+                raw,
+                &url,
+                key,
+                IN_FLIGHT,
+                chunk * PARTNER_CHUNK,
+                PARTNER_CHUNK,
+            ))
+        },
+    );
+    journal.flush().expect("flush the journal");
+    let webhooks = SLOW_CHUNKS * PARTNER_CHUNK;
+    let guarded_rate = per_second(webhooks, guarded_best);
+    let raw_rate = per_second(webhooks, raw_best);
+    report
+        .figure(
+            "webhook.receiver_1ms.guarded.in_flight_8.deliveries_per_second",
+            guarded_rate,
+            "webhooks/s (receiver answering after 1 ms, 8 in flight)",
+        )
+        .figure(
+            "webhook.receiver_1ms.raw_reqwest.in_flight_8.deliveries_per_second",
+            raw_rate,
+            "webhooks/s (receiver answering after 1 ms, 8 in flight)",
+        )
+        .ratio(
+            "webhook.receiver_1ms.guarded_vs_raw_throughput_in_flight_8",
+            guarded_rate / raw_rate,
+            "raw reqwest, same requests and client settings, receiver on loopback answering after 1 ms, 8 in flight on both sides, interleaved",
+        );
+}
+
 fn main() {
     let address = start_receiver(Duration::ZERO);
     let url = format!("http://{address}/hooks/orders");
@@ -526,6 +597,7 @@ fn main() {
     }
     in_flight_8(&mut report, &subjects);
     journal.flush().expect("flush the journal");
+    in_flight_8_at_a_partners_pace(&mut report, &runtime, &raw, &key);
     if only == "in_flight" {
         let path = report.write().expect("write the report");
         println!("report: {}", path.display());
