@@ -155,6 +155,19 @@ impl Queue {
                     u8::from(circuit.open)
                 );
             }
+            let failures = "replaysafe_outbox_circuit_consecutive_failures";
+            let _ = writeln!(
+                out,
+                "# HELP {failures} The route's consecutive transient failures, counted by all the outbox's workers (0 after an answer; the breaker opens the circuit at its threshold).\n# TYPE {failures} gauge"
+            );
+            for circuit in &self.circuits {
+                let _ = writeln!(
+                    out,
+                    "{failures}{{route=\"{}\"}} {}",
+                    label(&circuit.route),
+                    circuit.failures
+                );
+            }
         }
         out
     }

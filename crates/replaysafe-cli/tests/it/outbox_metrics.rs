@@ -290,4 +290,16 @@ fn status_shows_the_circuits_the_workers_recorded() {
         (Some(1.0), Some(0.0)),
         "{samples:?}"
     );
+    let failures = |route: &str| {
+        sample(
+            &samples,
+            "replaysafe_outbox_circuit_consecutive_failures",
+            &[&format!("route=\"{route}\"")],
+        )
+    };
+    assert_eq!(
+        (failures("orders"), failures("partner"), failures("reports")),
+        (Some(2.0), Some(5.0), Some(0.0)),
+        "{samples:?}"
+    );
 }
