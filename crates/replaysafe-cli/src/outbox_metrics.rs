@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 
 use chrono::Utc;
-use replaysafe_outbox::{OutboxStore, Status};
+use replaysafe_outbox::{CircuitRecord, OutboxStore, Status};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The queue as one scrape sees it.
@@ -21,7 +21,7 @@ pub struct Queue {
     stale_completions: u64,
     reclaimed: u64,
     /// The circuits of routes with a breaker, as the workers recorded them.
-    circuits: Vec<replaysafe_outbox::CircuitRecord>,
+    circuits: Vec<CircuitRecord>,
     /// Pending rows behind an earlier row of their ordering key.
     in_key_order: u64,
 }
@@ -142,32 +142,27 @@ impl Queue {
             self.reclaimed,
         );
         if !self.circuits.is_empty() {
-            let open = "replaysafe_outbox_circuit_open";
-            let _ = writeln!(
-                out,
-                "# HELP {open} Whether the route's circuit is open (its rows wait), as the outbox's workers recorded it.\n# TYPE {open} gauge"
+            let mut by_route = |name: &str, help: &str, value: fn(&CircuitRecord) -> u32| {
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+                for circuit in &self.circuits {
+                    let _ = writeln!(
+                        out,
+                        "{name}{{route=\"{}\"}} {}",
+                        label(&circuit.route),
+                        value(circuit)
+                    );
+                }
+            };
+            by_route(
+                "replaysafe_outbox_circuit_open",
+                "Whether the route's circuit is open (its rows wait), as the outbox's workers recorded it.",
+                |circuit| u32::from(circuit.open),
             );
-            for circuit in &self.circuits {
-                let _ = writeln!(
-                    out,
-                    "{open}{{route=\"{}\"}} {}",
-                    label(&circuit.route),
-                    u8::from(circuit.open)
-                );
-            }
-            let failures = "replaysafe_outbox_circuit_consecutive_failures";
-            let _ = writeln!(
-                out,
-                "# HELP {failures} The route's consecutive transient failures, counted by all the outbox's workers (0 after an answer; the breaker opens the circuit at its threshold).\n# TYPE {failures} gauge"
+            by_route(
+                "replaysafe_outbox_circuit_consecutive_failures",
+                "The route's consecutive transient failures, counted by all the outbox's workers (0 after an answer; the breaker opens the circuit at its threshold).",
+                |circuit| circuit.failures,
             );
-            for circuit in &self.circuits {
-                let _ = writeln!(
-                    out,
-                    "{failures}{{route=\"{}\"}} {}",
-                    label(&circuit.route),
-                    circuit.failures
-                );
-            }
         }
         out
     }
@@ -178,8 +173,7 @@ impl Queue {
         let now = Utc::now();
         for (route, _) in worker.circuits() {
             if !self.circuits.iter().any(|c| c.route == route) {
-                self.circuits
-                    .push(replaysafe_outbox::CircuitRecord::closed(route, now));
+                self.circuits.push(CircuitRecord::closed(route, now));
             }
         }
         self.circuits.sort_by(|a, b| a.route.cmp(&b.route));

@@ -434,6 +434,12 @@ pub(crate) const COUNT_ROUTE_FAILURE_SQL: &str = "INSERT INTO replaysafe_outbox_
     ON CONFLICT (route) DO UPDATE SET failures = replaysafe_outbox_circuits.failures + 1 \
     RETURNING failures";
 
+/// A count of failures as a database returns it; one out of range reads as the most a
+/// count can be, which keeps a circuit open rather than closed.
+pub(crate) fn failure_count(value: i64) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
 /// Clears a closed circuit's count of consecutive failures (`$1` route) after an answer;
 /// an open circuit's count stays, for its probe's answer to close it.
 pub(crate) const CLEAR_ROUTE_FAILURES_SQL: &str = "UPDATE replaysafe_outbox_circuits \
@@ -479,7 +485,7 @@ pub(crate) fn circuit_record(
     CircuitRecord {
         route,
         open: state == "open",
-        failures: u32::try_from(failures).unwrap_or(0),
+        failures: failure_count(failures.into()),
         opened_at: opened_at_ms.map(crate::row::from_millis),
         next_probe_at: next_probe_at_ms.map(crate::row::from_millis),
         updated_at: crate::row::from_millis(updated_at_ms),

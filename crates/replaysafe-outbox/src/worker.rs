@@ -708,22 +708,17 @@ impl Worker {
         let wall = self.clock.now();
         let now = tokio::time::Instant::now();
         for (route, flow) in &self.flows {
-            if let Some(closed) = recorded
-                .iter()
-                .find(|circuit| circuit.route == *route && !circuit.open)
-            {
+            let circuit = recorded.iter().find(|circuit| circuit.route == *route);
+            if let Some(closed) = circuit.filter(|circuit| !circuit.open) {
                 flow.follow_failures(closed.failures);
             }
-            let open = recorded
-                .iter()
-                .find(|circuit| circuit.route == *route && circuit.open)
-                .map(|circuit| {
-                    let probe_in = circuit
-                        .next_probe_at
-                        .and_then(|at| (at - wall).to_std().ok())
-                        .unwrap_or_default();
-                    (circuit.failures, probe_in)
-                });
+            let open = circuit.filter(|circuit| circuit.open).map(|circuit| {
+                let probe_in = circuit
+                    .next_probe_at
+                    .and_then(|at| (at - wall).to_std().ok())
+                    .unwrap_or_default();
+                (circuit.failures, probe_in)
+            });
             match flow.follow(open, now) {
                 Some(Circuit::Open) => tracing::warn!(
                     target: "replaysafe::outbox",

@@ -151,6 +151,65 @@ async fn raw_chunk(
         .await;
 }
 
+/// One comparison's pace and receiver: raw reqwest's client and the receiver's URL, with
+/// `in_flight` deliveries at a time, `chunks` chunks of `chunk` webhooks, each timed
+/// `repeats` times.
+struct Race<'a> {
+    runtime: &'a tokio::runtime::Runtime,
+    raw: &'a reqwest::Client,
+    url: &'a str,
+    key: &'a IdempotencyKey,
+    in_flight: usize,
+    chunk: usize,
+    chunks: usize,
+    repeats: usize,
+}
+
+impl Race<'_> {
+    /// Sends one chunk with `guarded` and with raw reqwest, to open their connections.
+    fn warm(&self, guarded: &Guard<WebhookClient>) {
+        let Race {
+            runtime,
+            raw,
+            url,
+            key,
+            in_flight,
+            chunk,
+            ..
+        } = *self;
+        runtime.block_on(guarded_chunk(guarded, in_flight, 0, chunk));
+        runtime.block_on(raw_chunk(raw, url, key, in_flight, 0, chunk));
+    }
+
+    /// Times the chunks of `guarded` and of raw reqwest interleaved; the fastest time of
+    /// each chunk counts, which filters out moments when other work had the machine.
+    /// Returns the guarded and the raw total.
+    fn time(&self, guarded: &Guard<WebhookClient>) -> (Duration, Duration) {
+        let Race {
+            runtime,
+            raw,
+            url,
+            key,
+            in_flight,
+            chunk,
+            chunks,
+            repeats,
+        } = *self;
+        interleaved_chunks(
+            chunks,
+            repeats,
+            |n| runtime.block_on(guarded_chunk(guarded, in_flight, n * chunk, chunk)),
+            |n| runtime.block_on(raw_chunk(raw, url, key, in_flight, n * chunk, chunk)),
+        )
+    }
+
+    /// [`Race::warm`], then [`Race::time`].
+    fn run(&self, guarded: &Guard<WebhookClient>) -> (Duration, Duration) {
+        self.warm(guarded);
+        self.time(guarded)
+    }
+}
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -261,15 +320,19 @@ fn postgres_journal(
     });
     let guarded = guarded_client(&url, journal.clone());
 
-    runtime.block_on(guarded_chunk(&guarded, 1, 0, SLOW_CHUNK));
-    runtime.block_on(raw_chunk(raw, &url, key, 1, 0, SLOW_CHUNK));
+    let race = Race {
+        runtime,
+        raw,
+        url: &url,
+        key,
+        in_flight: 1,
+        chunk: SLOW_CHUNK,
+        chunks: SLOW_CHUNKS,
+        repeats: SLOW_REPEATS,
+    };
+    race.warm(&guarded);
     let (claims_before, appends_before) = (journal.claims.totals(), journal.appends.totals());
-    let (guarded_best, raw_best) = interleaved_chunks(
-        SLOW_CHUNKS,
-        SLOW_REPEATS,
-        |chunk| runtime.block_on(guarded_chunk(&guarded, 1, chunk * SLOW_CHUNK, SLOW_CHUNK)),
-        |chunk| runtime.block_on(raw_chunk(raw, &url, key, 1, chunk * SLOW_CHUNK, SLOW_CHUNK)),
-    );
+    let (guarded_best, raw_best) = race.time(&guarded);
     let (claims, appends) = (journal.claims.totals(), journal.appends.totals());
     let (claim_calls, claim_nanos) = (claims.0 - claims_before.0, claims.1 - claims_before.1);
     let (append_calls, append_nanos) = (appends.0 - appends_before.0, appends.1 - appends_before.1);
@@ -386,26 +449,20 @@ fn compare(subjects: &Subjects<'_>, in_flight: usize) -> Times {
         url,
         key,
     } = *subjects;
-    // Warm both connection pools and allocators once.
-    runtime.block_on(guarded_chunk(guarded, in_flight, 0, CHUNK));
-    runtime.block_on(raw_chunk(raw, url, key, in_flight, 0, CHUNK));
-    // Each chunk of 500 is timed REPEATS times per subject, interleaved; the fastest time
-    // of each chunk counts, which filters out moments when other work had the machine.
-    let raw_chunk =
-        |chunk: usize| runtime.block_on(raw_chunk(raw, url, key, in_flight, chunk * CHUNK, CHUNK));
-    let (guarded_best, raw_best) = interleaved_chunks(
-        WEBHOOKS / CHUNK,
-        REPEATS,
-        |chunk| runtime.block_on(guarded_chunk(guarded, in_flight, chunk * CHUNK, CHUNK)),
-        raw_chunk,
-    );
-    runtime.block_on(guarded_chunk(unjournaled, in_flight, 0, CHUNK));
-    let (unjournaled_best, raw_again_best) = interleaved_chunks(
-        WEBHOOKS / CHUNK,
-        REPEATS,
-        |chunk| runtime.block_on(guarded_chunk(unjournaled, in_flight, chunk * CHUNK, CHUNK)),
-        raw_chunk,
-    );
+    // Chunks of 500, each timed REPEATS times per subject; the guard on a journal that
+    // keeps nothing is raced against raw reqwest again, after the durable one.
+    let race = Race {
+        runtime,
+        raw,
+        url,
+        key,
+        in_flight,
+        chunk: CHUNK,
+        chunks: WEBHOOKS / CHUNK,
+        repeats: REPEATS,
+    };
+    let (guarded_best, raw_best) = race.run(guarded);
+    let (unjournaled_best, raw_again_best) = race.run(unjournaled);
     Times {
         guarded: guarded_best,
         raw: raw_best,
@@ -507,30 +564,17 @@ fn in_flight_8_at_a_partners_pace(
             .expect("journal"),
     );
     let guarded = guarded_client(&url, journal.clone());
-    runtime.block_on(guarded_chunk(&guarded, IN_FLIGHT, 0, PARTNER_CHUNK));
-    runtime.block_on(raw_chunk(raw, &url, key, IN_FLIGHT, 0, PARTNER_CHUNK));
-    let (guarded_best, raw_best) = interleaved_chunks(
-        SLOW_CHUNKS,
-        SLOW_REPEATS,
-        |chunk| {
-            runtime.block_on(guarded_chunk(
-                &guarded,
-                IN_FLIGHT,
-                chunk * PARTNER_CHUNK,
-                PARTNER_CHUNK,
-            ))
-        },
-        |chunk| {
-            runtime.block_on(raw_chunk(
-                raw,
-                &url,
-                key,
-                IN_FLIGHT,
-                chunk * PARTNER_CHUNK,
-                PARTNER_CHUNK,
-            ))
-        },
-    );
+    let (guarded_best, raw_best) = Race {
+        runtime,
+        raw,
+        url: &url,
+        key,
+        in_flight: IN_FLIGHT,
+        chunk: PARTNER_CHUNK,
+        chunks: SLOW_CHUNKS,
+        repeats: SLOW_REPEATS,
+    }
+    .run(&guarded);
     journal.flush().expect("flush the journal");
     let webhooks = SLOW_CHUNKS * PARTNER_CHUNK;
     let guarded_rate = per_second(webhooks, guarded_best);

@@ -278,25 +278,15 @@ fn status_shows_the_circuits_the_workers_recorded() {
         &stdout(&["status", "--format", "prometheus"]),
         "replaysafe_outbox_circuit_test",
     );
-    let open = |route: &str| {
-        sample(
-            &samples,
-            "replaysafe_outbox_circuit_open",
-            &[&format!("route=\"{route}\"")],
-        )
-    };
+    let by_route =
+        |name: &str, route: &str| sample(&samples, name, &[&format!("route=\"{route}\"")]);
+    let open = |route: &str| by_route("replaysafe_outbox_circuit_open", route);
     assert_eq!(
         (open("partner"), open("reports")),
         (Some(1.0), Some(0.0)),
         "{samples:?}"
     );
-    let failures = |route: &str| {
-        sample(
-            &samples,
-            "replaysafe_outbox_circuit_consecutive_failures",
-            &[&format!("route=\"{route}\"")],
-        )
-    };
+    let failures = |route: &str| by_route("replaysafe_outbox_circuit_consecutive_failures", route);
     assert_eq!(
         (failures("orders"), failures("partner"), failures("reports")),
         (Some(2.0), Some(5.0), Some(0.0)),

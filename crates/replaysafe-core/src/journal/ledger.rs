@@ -129,6 +129,9 @@ enum SlotState {
     Closed,
 }
 
+/// The run number of keys whose run the full table of runs could not take.
+const UNNAMED: u32 = u32::MAX;
+
 /// What a journal's lines say of each key, built by reading them once and kept up to
 /// date with the lines written since. Only records about deliveries matter (`attempting`,
 /// `delivered`, `failed`); a delivered key stays delivered.
@@ -241,21 +244,22 @@ impl KeyIndex {
     }
 
     /// The number of `run_id` in the table of runs, added when new. The last run added
-    /// is looked at first: a run's records mostly follow one another. Past `u32::MAX`
-    /// runs, later ones are not told apart and their keys' notes name no run (no decision
-    /// depends on the run).
+    /// is looked at first: a run's records mostly follow one another. Once the table
+    /// holds `u32::MAX` runs, later ones are [`UNNAMED`]: their keys' notes name no run
+    /// (no decision depends on the run).
     fn run_number(&mut self, run_id: &str) -> u32 {
         if let Some(last) = self.runs.last()
             && **last == *run_id
         {
-            return u32::try_from(self.runs.len() - 1).unwrap_or(u32::MAX);
+            return u32::try_from(self.runs.len() - 1).unwrap_or(UNNAMED);
         }
         if let Some(number) = self.run_numbers.get(run_id) {
             return *number;
         }
-        let Ok(number) = u32::try_from(self.runs.len()) else {
-            return u32::MAX;
-        };
+        let number = u32::try_from(self.runs.len()).unwrap_or(UNNAMED);
+        if number == UNNAMED {
+            return UNNAMED;
+        }
         let run: Arc<str> = Arc::from(run_id);
         self.runs.push(run.clone());
         self.run_numbers.insert(run, number);

@@ -30,7 +30,7 @@ use crate::store::{
     CIRCUITS_SQL, CLEAR_ROUTE_FAILURES_SQL, COUNT_ROUTE_FAILURE_SQL, CircuitRecord, CircuitValues,
     ClaimRequest, ClaimedRow, Completion, CompletionResult, OperatorAction, OutboxStore,
     RECORD_CIRCUIT_SQL, RowSummary, StatusCount, StoreCounters, TAKE_PROBE_SQL,
-    WAITING_IN_KEY_ORDER_SQL, circuit_record, purge_cutoff,
+    WAITING_IN_KEY_ORDER_SQL, circuit_record, failure_count, purge_cutoff,
 };
 use crate::{OutboxError, Route, SourceVersion, StageOptions, Staged, Status};
 
@@ -1058,7 +1058,7 @@ impl OutboxStore for SqliteOutbox {
                     s.query_row(rusqlite::params![route, millis(now)], |row| row.get(0))
                 })
                 .map_err(sql("counting a route's failure"))?;
-            Ok(Some(u32::try_from(count).unwrap_or(u32::MAX)))
+            Ok(Some(failure_count(count)))
         })
         .await
     }
