@@ -253,6 +253,68 @@ async fn the_workers_of_an_outbox_count_a_routes_consecutive_failures_together()
     assert_eq!(broken.requests().len(), 6);
 }
 
+/// A worker whose count of a route's failures cannot be written to the outbox (here a
+/// trigger refuses it, as a database that fails the statement would) counts alone: its
+/// circuit opens after the breaker's number of failures it saw itself, rather than never,
+/// and the opening it records holds the other workers' rows too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_whose_count_cannot_be_written_counts_alone() {
+    let broken = Receiver::start().await;
+    for _ in 0..3 {
+        broken.answer(StatusCode::SERVICE_UNAVAILABLE, Some(AN_HOUR));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("outbox.db");
+    let store = sqlite::SqliteOutbox::open(&path).unwrap();
+    let clock = Arc::new(FixedClock::new(contexts::now()));
+    let bad = route("broken", &broken.url());
+    stage(&path, &clock, &[&bad], 10);
+    // Counting a failure writes a closed circuit's row; opening one writes an open row.
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TRIGGER refuse_counts BEFORE INSERT ON replaysafe_outbox_circuits \
+             WHEN NEW.state = 'closed' BEGIN SELECT RAISE(ABORT, 'counts refused'); END;",
+        )
+        .unwrap();
+    let worker = |store: sqlite::SqliteOutbox| {
+        Worker::builder(store)
+            .add_route(bad.clone())
+            .flow(
+                "broken",
+                FlowControl::new().with_breaker(3, Duration::from_secs(3600)),
+            )
+            .batch_size(1)
+            .clock(clock.clone())
+            .build()
+            .unwrap()
+    };
+    let (alone, other) = (worker(store.clone()), worker(store.clone()));
+
+    for _ in 0..2 {
+        alone.run_once().await.unwrap();
+    }
+    assert!(
+        store.circuits().await.unwrap().is_empty(),
+        "no count was written"
+    );
+    assert_eq!(alone.circuits(), [("broken".to_owned(), Circuit::Closed)]);
+    // Its own third failure opens its circuit, and the opening is recorded.
+    alone.run_once().await.unwrap();
+    assert_eq!(alone.circuits(), [("broken".to_owned(), Circuit::Open)]);
+    let recorded = store.circuits().await.unwrap();
+    assert!(
+        recorded.len() == 1 && recorded[0].open && recorded[0].failures == 3,
+        "{recorded:?}"
+    );
+    // Neither worker sends more: the rows wait for the probe an hour away.
+    alone.run_once().await.unwrap();
+    other.run_once().await.unwrap();
+    assert_eq!(other.circuits(), [("broken".to_owned(), Circuit::Open)]);
+    assert_eq!(broken.requests().len(), 3);
+    assert_eq!(store.list(Status::Pending, 100).await.unwrap().len(), 10);
+}
+
 /// A receiver that answers after `delay` and counts the most requests it held at once.
 async fn slow_receiver(delay: Duration) -> (String, Arc<AtomicUsize>) {
     let current = Arc::new(AtomicUsize::new(0));
