@@ -51,7 +51,10 @@ static SENT: AtomicUsize = AtomicUsize::new(0);
 const IN_FLIGHT: usize = 8;
 
 /// Starts a receiver answering 200 to everything after `delay`, on its own thread and
-/// runtime.
+/// runtime. The wait is a thread's sleep (the runtime's blocking pool), which ends within
+/// microseconds of `delay`: the runtime's timer ends a wait on its millisecond ticks, so
+/// a request arriving just after one would wait up to a whole millisecond more, and the
+/// two subjects' chunks would differ by where their requests fell between ticks.
 fn start_receiver(delay: Duration) -> SocketAddr {
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -68,7 +71,9 @@ fn start_receiver(delay: Duration) -> SocketAddr {
                 .expect("report the address");
             let app = axum::Router::new().fallback(move || async move {
                 if !delay.is_zero() {
-                    tokio::time::sleep(delay).await;
+                    tokio::task::spawn_blocking(move || std::thread::sleep(delay))
+                        .await
+                        .expect("the receiver's wait");
                 }
                 axum::http::StatusCode::OK
             });
