@@ -318,9 +318,10 @@ async fn run_async(args: OutboxArgs) -> anyhow::Result<std::process::ExitCode> {
                     field,
                     source,
                 } => {
+                    let file = routes.display();
                     let place = match field {
-                        Some(field) => format!("--routes: route {route}: {field}"),
-                        None => format!("--routes: route {route}"),
+                        Some(field) => format!("--routes: {file}: route {route}: {field}"),
+                        None => format!("--routes: {file}: route {route}"),
                     };
                     crate::send::config_error(place, field.as_deref(), source.as_ref())
                 }

@@ -114,8 +114,13 @@ impl FlowControl {
     }
 
     /// Refuses a rate that is not positive and finite, a concurrency or failure count of
-    /// 0, and a probe interval of 0, naming the field.
-    pub(crate) fn check(&self) -> Result<(), OutboxError> {
+    /// 0, and a probe interval of 0, naming the field ([`OutboxError::Invalid`]). The
+    /// worker's builder checks every route's flow control so; a front end that reads one
+    /// (a routes file) can check it where it can also name the route.
+    ///
+    /// # Errors
+    /// [`OutboxError::Invalid`] with the field at fault, such as `flow.concurrency`.
+    pub fn check(&self) -> Result<(), OutboxError> {
         if let Some(rate) = self.rate
             && !(rate.is_finite() && rate > 0.0)
         {

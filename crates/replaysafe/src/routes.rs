@@ -80,7 +80,8 @@ pub enum RoutesError {
     /// wrong type, a secret where a variable name belongs.
     #[error("{at}{problem}")]
     Invalid {
-        /// `FILE: line L, column C: `, or empty when parsed from text.
+        /// `FILE: ` (empty when parsed from text), then `line L, column C: ` when the file
+        /// is not valid JSON.
         at: String,
         /// What is wrong, naming fields, never values.
         problem: String,
@@ -102,7 +103,9 @@ impl RoutesFile {
     /// Reads and checks the routes file at `path`.
     ///
     /// # Errors
-    /// [`RoutesError::Read`], or [`RoutesError::Invalid`] naming the line and column.
+    /// [`RoutesError::Read`], or [`RoutesError::Invalid`]: the line and column of a JSON
+    /// syntax error; otherwise the route and the path of the field at fault
+    /// (`route partner: flow.breaker.failures: …`), never quoting a value.
     pub fn read(path: impl AsRef<Path>) -> Result<Self, RoutesError> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|source| RoutesError::Read {
@@ -112,48 +115,85 @@ impl RoutesFile {
         Self::parse_at(&text, Some(path))
     }
 
-    /// Parses and checks a routes file's text.
+    /// Parses and checks a routes file's text: each route's configuration, and its `flow`
+    /// with the values [`replaysafe_outbox::FlowControl::check`] refuses.
     ///
     /// # Errors
-    /// [`RoutesError::Invalid`], naming what is wrong and never quoting a value.
+    /// [`RoutesError::Invalid`], naming the route and the field and never quoting a value.
     pub fn parse(text: &str) -> Result<Self, RoutesError> {
         Self::parse_at(text, None)
     }
 
     fn parse_at(text: &str, path: Option<&Path>) -> Result<Self, RoutesError> {
-        let where_ = |line: usize, column: usize| match path {
-            Some(path) => format!("{}: line {line}, column {column}: ", path.display()),
-            None => format!("line {line}, column {column}: "),
+        let file = path
+            .map(|path| format!("{}: ", path.display()))
+            .unwrap_or_default();
+        let invalid = |problem: String| RoutesError::Invalid {
+            at: file.clone(),
+            problem,
         };
-        let located = |e: serde_json::Error| RoutesError::Invalid {
-            at: where_(e.line(), e.column()),
-            problem: classify(&e),
-        };
-        let mut value: serde_json::Value = serde_json::from_str(text).map_err(located)?;
-        check_secret_fields(&value)?;
-        // A route's `flow` is the worker's, not the client's: taken out before the client's
-        // configuration (closed to unknown fields) is read.
-        let flows = take_flows(&mut value, path)?;
-        let mut file: RoutesFile = if flows.is_empty() {
-            serde_json::from_str(text).map_err(located)?
-        } else {
-            serde_json::from_value(value).map_err(|e| RoutesError::Invalid {
-                at: path
-                    .map(|p| format!("{}: ", p.display()))
-                    .unwrap_or_default(),
+        // Only JSON's syntax has a line and column to give; what is wrong with a route is
+        // told by the route's name and the field's path in it.
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| RoutesError::Invalid {
+                at: match path {
+                    Some(path) => format!(
+                        "{}: line {}, column {}: ",
+                        path.display(),
+                        e.line(),
+                        e.column()
+                    ),
+                    None => format!("line {}, column {}: ", e.line(), e.column()),
+                },
                 problem: classify(&e),
-            })?
+            })?;
+        let serde_json::Value::Object(mut top) = value else {
+            return Err(invalid(
+                "expected an object with `routes`, such as {\"routes\": {\"partner\": {…}}}"
+                    .to_owned(),
+            ));
         };
-        file.flows = flows;
-        if file.routes.is_empty() {
-            return Err(RoutesError::Invalid {
-                at: path
-                    .map(|p| format!("{}: ", p.display()))
-                    .unwrap_or_default(),
-                problem: "no routes".to_owned(),
-            });
+        if let Some(other) = top.keys().find(|field| *field != "routes") {
+            return Err(invalid(format!(
+                "unknown field `{other}`, expected `routes`"
+            )));
         }
-        Ok(file)
+        let routes = match top.remove("routes") {
+            Some(serde_json::Value::Object(routes)) => routes,
+            Some(_) => {
+                return Err(invalid(
+                    "routes: expected an object mapping each route's name to its configuration"
+                        .to_owned(),
+                ));
+            }
+            None => return Err(invalid("missing field `routes`".to_owned())),
+        };
+        if routes.is_empty() {
+            return Err(invalid("no routes".to_owned()));
+        }
+        let mut read = RoutesFile {
+            routes: BTreeMap::new(),
+            flows: BTreeMap::new(),
+        };
+        for (name, mut config) in routes {
+            let place = format!("route {name}");
+            check_env_fields(&place, &config).map_err(|e| match e {
+                RoutesError::Invalid { problem, .. } => invalid(problem),
+                other => other,
+            })?;
+            // A route's `flow` is the worker's, not the client's: taken out before the
+            // client's configuration (closed to unknown fields) is read.
+            let flow = config.as_object_mut().and_then(|c| c.remove("flow"));
+            let route =
+                read_route(config).map_err(|problem| invalid(format!("{place}: {problem}")))?;
+            if let Some(flow) = flow {
+                let flow =
+                    read_flow(flow).map_err(|problem| invalid(format!("{place}: {problem}")))?;
+                read.flows.insert(name.clone(), flow);
+            }
+            read.routes.insert(name, route);
+        }
+        Ok(read)
     }
 
     /// Adds a guarded client per route to `builder`, each journaling to `journal`.
@@ -198,55 +238,91 @@ impl RoutesFile {
     }
 }
 
-/// Takes each route's `flow` object out of the file's JSON and reads it, naming the route
-/// when it is not a flow control.
-fn take_flows(
-    file: &mut serde_json::Value,
-    path: Option<&Path>,
-) -> Result<BTreeMap<String, replaysafe_outbox::FlowControl>, RoutesError> {
-    let mut flows = BTreeMap::new();
-    let routes = file
-        .get_mut("routes")
-        .and_then(serde_json::Value::as_object_mut);
-    for (route, config) in routes.into_iter().flatten() {
-        let Some(flow) = config.as_object_mut().and_then(|c| c.remove("flow")) else {
-            continue;
+/// Reads one route's client configuration, the type chosen by its `kind` first, so that
+/// an error names the field at fault. A missing or unknown `kind` is told by the routes'
+/// own reading, which lists the kinds.
+fn read_route(mut config: serde_json::Value) -> Result<RouteConfig, String> {
+    if !config.is_object() {
+        return Err("expected an object with the route's `kind` and its client's fields".into());
+    }
+    macro_rules! by_kind {
+        ($($kind:literal => $variant:ident),* $(,)?) => {
+            match config.get("kind").and_then(serde_json::Value::as_str) {
+                $(Some($kind) => {
+                    if let Some(fields) = config.as_object_mut() {
+                        fields.remove("kind");
+                    }
+                    read_config("", config).map(RouteConfig::$variant)
+                })*
+                _ => serde_json::from_value(config).map_err(|e| classify(&e)),
+            }
         };
-        let flow = serde_json::from_value(flow).map_err(|e| RoutesError::Invalid {
-            at: path
-                .map(|p| format!("{}: ", p.display()))
-                .unwrap_or_default(),
-            // The flow's own messages (a rate, a duration) quote nothing; serde's others
-            // might quote a value, so they are classified as every other field's.
-            problem: format!("route {route}: flow: {}", flow_problem(&e)),
-        })?;
-        flows.insert(route.clone(), flow);
     }
-    Ok(flows)
+    by_kind!(
+        "webhook" => Webhook,
+        "trigger" => Trigger,
+        "email" => Email,
+        "sftp" => Sftp,
+        "alertmanager" => Alertmanager,
+        "pagerduty" => Pagerduty,
+        "slack" => Slack,
+        "pushgateway" => Pushgateway,
+        "statsd" => Statsd,
+    )
 }
 
-/// What is wrong with a route's `flow`: the flow's own message when it is one, otherwise
-/// what [`classify`] says, which never quotes a value.
-fn flow_problem(error: &serde_json::Error) -> String {
-    let text = error.to_string();
-    let own = text.split(" at line").next().unwrap_or_default();
-    if own.starts_with("rate:") || own.starts_with("probe_every:") {
-        own.to_owned()
-    } else {
-        classify(error)
+/// Reads a route's `flow` and checks its values, naming the field (`flow.…`) at fault.
+fn read_flow(flow: serde_json::Value) -> Result<replaysafe_outbox::FlowControl, String> {
+    if !flow.is_object() {
+        return Err(
+            "flow: expected an object such as {\"rate\": \"50/s\", \"concurrency\": 4}".into(),
+        );
     }
+    let flow: replaysafe_outbox::FlowControl = read_config("flow", flow)?;
+    flow.check().map_err(|error| match error {
+        replaysafe_outbox::OutboxError::Invalid { field, reason } => format!("{field}: {reason}"),
+        other => other.to_string(),
+    })?;
+    Ok(flow)
 }
 
-/// Refuses, naming the route and the field and never quoting the value, every `…_env`
-/// field (or map entry of one) that is not a variable name. Runs on the file's JSON before
-/// it is read into routes, so the message can name the field, which the routes' own
-/// deserialization (an internally tagged enum) cannot.
-fn check_secret_fields(file: &serde_json::Value) -> Result<(), RoutesError> {
-    let routes = file.get("routes").and_then(serde_json::Value::as_object);
-    for (route, config) in routes.into_iter().flatten() {
-        check_env_fields(&format!("route {route}"), config)?;
-    }
-    Ok(())
+/// Reads `T` from `value`, telling what is wrong as the path of the field at fault below
+/// `prefix` (such as `allow_hosts` or `flow.breaker.failures`), then what [`classify`]
+/// says of it.
+fn read_config<T: serde::de::DeserializeOwned>(
+    prefix: &str,
+    value: serde_json::Value,
+) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|error| {
+        let mut problem = classify(error.inner());
+        let mut path: Vec<String> = std::iter::once(prefix.to_owned())
+            .chain(error.path().iter().map(|segment| segment.to_string()))
+            .filter(|segment| !segment.is_empty())
+            .collect();
+        // A field's own message names it (`rate: expected N/s …`), which the path says
+        // already; an unknown field's message names the field, so the path ends with the
+        // object that does not know it.
+        if let Some(own) = path
+            .last()
+            .and_then(|last| problem.strip_prefix(&format!("{last}: ")))
+        {
+            problem = own.to_owned();
+        } else if problem.starts_with("unknown field") {
+            path.pop();
+        }
+        if path.is_empty() {
+            return problem;
+        }
+        let mut shown = String::new();
+        for segment in &path {
+            // `allow_hosts[1]`, `flow.breaker`.
+            if !shown.is_empty() && !segment.starts_with('[') {
+                shown.push('.');
+            }
+            shown.push_str(segment);
+        }
+        format!("{shown}: {problem}")
+    })
 }
 
 /// Refuses every `…_env` field of `config` (or map entry of one) that is not a variable
@@ -289,9 +365,9 @@ pub fn config_from_json<T: serde::de::DeserializeOwned>(
     config: serde_json::Value,
 ) -> Result<T, RoutesError> {
     check_env_fields(place, &config)?;
-    serde_json::from_value(config).map_err(|e| RoutesError::Invalid {
+    read_config("", config).map_err(|problem| RoutesError::Invalid {
         at: format!("{place}: "),
-        problem: classify(&e),
+        problem,
     })
 }
 
@@ -313,11 +389,26 @@ fn classify(error: &serde_json::Error) -> String {
     if text.starts_with(EnvVarName::NOT_A_NAME) {
         return EnvVarName::NOT_A_NAME.to_owned();
     }
+    // The flow's own messages (a rate, a duration) name their field and quote nothing.
+    let own = text.split(" at line").next().unwrap_or_default();
+    if own.starts_with("rate:") || own.starts_with("probe_every:") {
+        return own.to_owned();
+    }
     match error.classify() {
         serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
             "not valid JSON".to_owned()
         }
-        _ => "a value has the wrong type".to_owned(),
+        // serde's `invalid type: string "…", expected …`: what was expected is the type's
+        // own wording, and comes after the quoted value, so the value is left out.
+        _ => match own.rsplit_once(", expected ") {
+            Some((found, expected)) if found.starts_with("invalid type") => {
+                format!("a value of the wrong type, expected {expected}")
+            }
+            Some((found, expected)) if found.starts_with("invalid value") => {
+                format!("a value out of range, expected {expected}")
+            }
+            _ => "a value has the wrong type".to_owned(),
+        },
     }
 }
 
@@ -349,15 +440,47 @@ mod flow_tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(bad.contains("route partner: flow: rate"), "{bad}");
+        assert_eq!(
+            bad,
+            "route partner: flow.rate: expected N/s, N/m or N/h, such as 50/s"
+        );
+        let zero = RoutesFile::parse(
+            r#"{"routes": {"partner": {"kind": "webhook", "url": "https://p.example/h", "flow": {"concurrency": 0}}}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(zero, "route partner: flow.concurrency: must be at least 1");
+        let failures = RoutesFile::parse(
+            r#"{"routes": {"partner": {"kind": "webhook", "url": "https://p.example/h",
+                "flow": {"breaker": {"failures": -1, "probe_every": "30s"}}}}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            failures,
+            "route partner: flow.breaker.failures: a value out of range, expected u32"
+        );
         // A value of the wrong type is not quoted.
         let pasted = RoutesFile::parse(
             r#"{"routes": {"partner": {"kind": "webhook", "url": "https://p.example/h", "flow": {"concurrency": "whsec_s3cr3t"}}}}"#,
         )
         .unwrap_err()
         .to_string();
-        assert!(pasted.contains("route partner: flow"), "{pasted}");
-        assert!(!pasted.contains("whsec_s3cr3t"), "{pasted}");
+        assert_eq!(
+            pasted,
+            "route partner: flow.concurrency: a value of the wrong type, expected usize"
+        );
+        // A flow on one route does not cost another route's error its route and field.
+        let elsewhere = RoutesFile::parse(
+            r#"{"routes": {"a": {"kind": "webhook", "url": "https://p.example/h", "flow": {"concurrency": 2}},
+                "b": {"kind": "webhook", "url": 5}}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            elsewhere,
+            "route b: url: a value of the wrong type, expected a string"
+        );
     }
 }
 
@@ -412,7 +535,59 @@ mod tests {
             config_from_json::<replaysafe_webhook::WebhookConfig>("WebhookClient", misplaced)
                 .unwrap_err()
                 .to_string();
-        assert_eq!(shown, "WebhookClient: a value has the wrong type");
+        assert_eq!(
+            shown,
+            "WebhookClient: allow_hosts: a value of the wrong type, expected a sequence"
+        );
+    }
+
+    /// Every kind's configuration is read as its own type, so a value of the wrong type
+    /// is told by route and field, and no value is quoted.
+    #[test]
+    fn a_value_of_the_wrong_type_is_named_by_route_and_field_in_every_kind() {
+        let kinds = [
+            ("webhook", "url"),
+            ("trigger", "airflow"),
+            ("email", "smtp"),
+            ("sftp", "host"),
+            ("alertmanager", "url"),
+            ("pagerduty", "routing_key_env"),
+            ("slack", "url_env"),
+            ("pushgateway", "url"),
+            ("statsd", "port"),
+        ];
+        for (kind, field) in kinds {
+            let text = format!(
+                r#"{{"routes": {{"r": {{"kind": "{kind}", "{field}": ["whsec_hunter2"]}}}}}}"#
+            );
+            let shown = RoutesFile::parse(&text).unwrap_err().to_string();
+            assert!(
+                shown.starts_with(&format!("route r: {field}: a value of the wrong type")),
+                "{kind}: {shown}"
+            );
+            assert!(!shown.contains("hunter2"), "{kind}: {shown}");
+        }
+        let shown = RoutesFile::parse(
+            r#"{"routes": {"r": {"kind": "webhook", "url": "http://127.0.0.1/h", "allow_hosts": ["127.0.0.1", 5]}}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            shown,
+            "route r: allow_hosts[1]: a value of the wrong type, expected a string"
+        );
+        // An unknown kind is told with the kinds there are.
+        let shown = RoutesFile::parse(r#"{"routes": {"r": {"kind": "pigeon"}}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            shown.starts_with("route r: unknown variant `pigeon`, expected one of `webhook`"),
+            "{shown}"
+        );
+        let shown = RoutesFile::parse(r#"{"routes": []}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(shown.starts_with("routes: expected an object"), "{shown}");
     }
 
     #[test]

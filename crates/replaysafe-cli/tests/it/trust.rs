@@ -293,6 +293,37 @@ fn work_with_routes(dir: &Path, routes: &serde_json::Value) -> (Option<i32>, Str
     (code, stdout, stderr)
 }
 
+/// A route's `flow` with a value out of range or of the wrong type is refused before any
+/// row is claimed, naming the file, the route and the field.
+#[test]
+fn a_routes_files_flow_is_refused_naming_the_route_and_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = "http://127.0.0.1:9/x";
+    for (flow, said) in [
+        (
+            serde_json::json!({"concurrency": 0}),
+            "route partner: flow.concurrency: must be at least 1",
+        ),
+        (
+            serde_json::json!({"breaker": {"failures": 3, "probe_every": "0s"}}),
+            "route partner: flow.breaker.probe_every: must be longer than 0",
+        ),
+        (
+            serde_json::json!({"rate": 50}),
+            "route partner: flow.rate: a value of the wrong type, expected a string",
+        ),
+        (
+            serde_json::json!({"rate_scope": "outbox"}),
+            "route partner: flow.rate_scope: an outbox-wide rate scope needs a rate",
+        ),
+    ] {
+        let routes = serde_json::json!({"routes": {"partner": {"kind": "webhook", "url": url, "flow": flow}}});
+        let (code, _, stderr) = work_with_routes(dir.path(), &routes);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(stderr.contains(&format!("routes.json: {said}")), "{stderr}");
+    }
+}
+
 #[test]
 fn a_routes_file_refuses_secrets_in_every_env_field_and_inline_credentials() {
     let dir = tempfile::tempdir().unwrap();
@@ -342,7 +373,7 @@ fn a_routes_file_refuses_secrets_in_every_env_field_and_inline_credentials() {
         assert_eq!(code, Some(2), "{field}: {stderr}");
         assert!(
             stderr.contains(&format!(
-                "--routes: route partner: {field}: not a variable name"
+                "routes.json: route partner: {field}: not a variable name"
             )),
             "{field}: {stderr}"
         );
@@ -361,7 +392,7 @@ fn a_routes_file_refuses_secrets_in_every_env_field_and_inline_credentials() {
         assert_eq!(code, Some(2), "{header}: {stderr}");
         assert!(
             stderr.contains(&format!(
-                "--routes: route partner: headers: {canonical} carries credentials"
+                "routes.json: route partner: headers: {canonical} carries credentials"
             )) && stderr.contains("secret_headers_env"),
             "{header}: {stderr}"
         );
@@ -379,7 +410,7 @@ fn a_routes_file_refuses_secrets_in_every_env_field_and_inline_credentials() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains(
-            "--routes: route partner: secret_env: environment variable REPLAYSAFE_TEST_UNSET is not set"
+            "routes.json: route partner: secret_env: environment variable REPLAYSAFE_TEST_UNSET is not set"
         ),
         "{stderr}"
     );
@@ -792,7 +823,7 @@ fn catch_all_networks_are_refused_in_allow_host_and_allow_hosts() {
         assert_eq!(code, Some(2), "{entry}: {stderr}");
         assert!(
             stderr.contains(&format!(
-                "--routes: route partner: allow_hosts: invalid allow-list entry {entry:?}: a catch-all network"
+                "routes.json: route partner: allow_hosts: invalid allow-list entry {entry:?}: a catch-all network"
             )),
             "{entry}: {stderr}"
         );
