@@ -63,7 +63,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use replaysafe::http::{Call, Endpoint, HttpClient, IpNetwork, Method, SsrfPolicy};
-use replaysafe::journal::{JournalDecision, JournalReader, JournalRecord, NoopJournal};
+use replaysafe::journal::{JournalDecision, JournalReader, JournalRecord, NoopJournal, ReadError};
 use replaysafe::outbox::JournalQuery;
 use replaysafe::outbox::postgres::{self, PostgresJournal};
 use replaysafe::outbox::tokio_postgres::NoTls;
@@ -656,7 +656,7 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
     // key, as the ledger reads them), and every line read back.
     let mut states: HashMap<String, String> = HashMap::new();
     let mut lines: HashMap<String, Lines> = HashMap::new();
-    let (mut journal_lines, mut unreadable) = (0u64, 0u64);
+    let (mut journal_lines, mut unreadable, mut torn) = (0u64, 0u64, 0u64);
     let (mut stopped_delivered, mut stopped_in_doubt) = (0u64, 0u64);
     let mut take = |record: JournalRecord| {
         if backend == Backend::Jsonl {
@@ -715,11 +715,34 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
             .await?;
         }
         Backend::Jsonl => {
+            let mut malformed = Vec::new();
             for record in JournalReader::open(&database)? {
                 journal_lines += 1;
                 match record {
                     Ok(record) => take(record),
+                    Err(ReadError::Malformed { line, .. }) => malformed.push(line),
                     Err(_) => unreadable += 1,
+                }
+            }
+            // A process killed in the middle of its `write` can leave the start of its
+            // lines: the kernel stops a write between pages when a fatal signal is
+            // pending. Such a fragment reads as a line of its own, cut short.
+            let text = std::fs::read(&database)?;
+            let lines: Vec<&[u8]> = text.split(|byte| *byte == b'\n').collect();
+            for number in malformed {
+                let line = usize::try_from(number - 1)
+                    .ok()
+                    .and_then(|index| lines.get(index))
+                    .copied()
+                    .unwrap_or_default();
+                if cut_short(line) {
+                    torn += 1;
+                } else {
+                    unreadable += 1;
+                    eprintln!(
+                        "journal line {number} does not read: {}",
+                        String::from_utf8_lossy(&line[..line.len().min(300)])
+                    );
                 }
             }
         }
@@ -847,6 +870,11 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
     figure("requests", requests as f64, "requests");
     figure("journal_lines", journal_lines as f64, "lines");
     figure(
+        "journal_lines_cut_short",
+        torn as f64,
+        "lines (the start of a record, its process killed mid-write)",
+    );
+    figure(
         "repeats_stopped_delivered",
         stopped_delivered as f64,
         "suppressed already_delivered",
@@ -904,6 +932,10 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
         "only {kills_done} of {kills} kills happened"
     );
     ensure!(unreadable == 0, "{unreadable} journal lines do not read");
+    ensure!(
+        torn <= kills_done,
+        "{torn} records cut short, more than the {kills_done} kills that could cut them"
+    );
     ensure!(unknown == 0, "{unknown} keys arrived that no worker had");
     ensure!(
         problems.is_empty(),
@@ -940,4 +972,12 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
         get("hooks.retried_in_doubt"),
     );
     Ok(())
+}
+
+/// Whether `line` is the start of a journal record that ends too soon: JSON that runs out
+/// before the record closes, as a `write` stopped by a kill leaves it.
+fn cut_short(line: &[u8]) -> bool {
+    line.starts_with(b"{\"v\":")
+        && serde_json::from_slice::<serde_json::Value>(line)
+            .is_err_and(|error| error.classify() == serde_json::error::Category::Eof)
 }

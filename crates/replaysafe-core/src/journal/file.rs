@@ -180,8 +180,9 @@ fn special_file(_file_type: std::fs::FileType) -> &'static str {
 /// (backpressure) rather than drop a record.
 ///
 /// **Every record starts on a line of its own**, whatever the file ends with. A write
-/// can be cut short (a full disk, a file-size limit) and leave part of a line with no
-/// newline at the end of the file, written by this process or by any other. So before
+/// can be cut short (a full disk, a file-size limit, the process killed in the middle of
+/// it) and leave part of a line with no newline at the end of the file, written by this
+/// process or by any other. So before
 /// each write the journal takes an exclusive advisory lock on the file (`flock`), looks
 /// at how the file ends (its length; its last byte unless the length is what this
 /// journal's own last write left), and starts the write with a newline when the last byte
