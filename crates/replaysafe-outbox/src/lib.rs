@@ -94,7 +94,7 @@ mod worker;
 pub use error::OutboxError;
 pub use flow::{BreakerConfig, Circuit, FlowControl, RateScope, parse_rate};
 pub use journal::JournalQuery;
-pub use route::{MAX_ROUTE_NAME, Route};
+pub use route::{MAX_ROUTE_NAME, Route, check_route_name};
 pub use row::{
     MAX_ORDERING_KEY, SourceVersion, StageOptions, StageParam, Staged, Status, stage_params,
 };

@@ -73,7 +73,13 @@ where
     }
 }
 
-pub(crate) fn check_route_name(name: &str) -> Result<(), OutboxError> {
+/// Refuses a route name that is not 1 to [`MAX_ROUTE_NAME`] characters of A-Z, a-z, 0-9,
+/// `_`, `-` and `.` ([`OutboxError::Invalid`] for `route`), as [`Route::new`] does; for a
+/// front end that reads names (a routes file) and can say which one is wrong.
+///
+/// # Errors
+/// [`OutboxError::Invalid`] for the field `route`.
+pub fn check_route_name(name: &str) -> Result<(), OutboxError> {
     let well_formed = !name.is_empty()
         && name.len() <= MAX_ROUTE_NAME
         && name

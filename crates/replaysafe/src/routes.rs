@@ -176,6 +176,13 @@ impl RoutesFile {
             flows: BTreeMap::new(),
         };
         for (name, mut config) in routes {
+            if let Err(replaysafe_outbox::OutboxError::Invalid { reason, .. }) =
+                replaysafe_outbox::check_route_name(&name)
+            {
+                // A name is the file's key, not a value: shown escaped, and cut.
+                let shown: String = format!("{name:?}").chars().take(60).collect();
+                return Err(invalid(format!("route name {shown}: {reason}")));
+            }
             let place = format!("route {name}");
             check_env_fields(&place, &config).map_err(|e| match e {
                 RoutesError::Invalid { problem, .. } => invalid(problem),
@@ -575,6 +582,15 @@ mod tests {
         assert_eq!(
             shown,
             "route r: allow_hosts[1]: a value of the wrong type, expected a string"
+        );
+        let shown = RoutesFile::parse(
+            r#"{"routes": {"ok": {"kind": "statsd", "host": "127.0.0.1"}, "bad\nname": {"kind": "statsd", "host": "127.0.0.1"}}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            shown.starts_with(r#"route name "bad\nname": a route name is 1 to 100 characters"#),
+            "{shown}"
         );
         // An unknown kind is told with the kinds there are.
         let shown = RoutesFile::parse(r#"{"routes": {"r": {"kind": "pigeon"}}}"#)
