@@ -32,20 +32,133 @@ pub fn requested(flag: bool) -> anyhow::Result<bool> {
 #[cfg(feature = "otel")]
 mod active {
     use std::cell::RefCell;
-    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, OnceLock};
+    use std::time::Duration;
 
     use anyhow::{anyhow, bail};
     use opentelemetry::trace::{TraceContextExt, Tracer as _, TracerProvider as _};
     use opentelemetry::{Context, ContextGuard, KeyValue};
     use opentelemetry_otlp::{LogExporter, Protocol, SpanExporter, WithExportConfig};
     use opentelemetry_sdk::Resource;
-    use opentelemetry_sdk::logs::{SdkLogger, SdkLoggerProvider};
-    use opentelemetry_sdk::trace::SdkTracerProvider;
+    use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
+    use opentelemetry_sdk::logs::{LogBatch, SdkLogger, SdkLoggerProvider};
+    use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData};
 
     pub(super) struct Providers {
         pub(super) logs: SdkLoggerProvider,
         pub(super) traces: SdkTracerProvider,
         pub(super) logger: SdkLogger,
+        unexported: Arc<Unexported>,
+    }
+
+    /// What the exporters could not hand to the collector: the SDK's batch processors
+    /// drop a batch whose export failed and tell no one, so the exporters are wrapped
+    /// ([`Counted`]) and [`finish`] says what was lost.
+    #[derive(Debug, Default)]
+    struct Unexported {
+        log_records: AtomicU64,
+        spans: AtomicU64,
+        /// Whether a failure was the export's timeout (`OTEL_EXPORTER_OTLP_TIMEOUT`).
+        timed_out: AtomicBool,
+    }
+
+    impl Unexported {
+        fn count(&self, of: &AtomicU64, items: usize, result: &OTelSdkResult) {
+            if let Err(error) = result {
+                of.fetch_add(items as u64, Ordering::Relaxed);
+                if matches!(error, OTelSdkError::Timeout(_)) {
+                    self.timed_out.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+
+        /// What was lost, for stderr: counts and the kind of failure, never the
+        /// exporter's own message, which may quote the endpoint and a credential in it.
+        fn told(&self) -> Option<String> {
+            let (records, spans) = (
+                self.log_records.load(Ordering::Relaxed),
+                self.spans.load(Ordering::Relaxed),
+            );
+            if records == 0 && spans == 0 {
+                return None;
+            }
+            let why = if self.timed_out.load(Ordering::Relaxed) {
+                "the collector did not answer within OTEL_EXPORTER_OTLP_TIMEOUT"
+            } else {
+                "the collector could not be reached or refused them"
+            };
+            Some(format!(
+                "replaysafe: --otel: {records} log record(s) and {spans} span(s) were not exported: {why} (OTEL_EXPORTER_OTLP_ENDPOINT); the journal holds every decision, and the send's outcome stands"
+            ))
+        }
+    }
+
+    /// An exporter whose failed exports are counted in [`Unexported`].
+    #[derive(Debug)]
+    struct Counted<E> {
+        inner: E,
+        unexported: Arc<Unexported>,
+    }
+
+    impl<E: opentelemetry_sdk::logs::LogExporter> opentelemetry_sdk::logs::LogExporter for Counted<E> {
+        async fn export(&self, batch: LogBatch<'_>) -> OTelSdkResult {
+            let records = batch.iter().count();
+            let result = self.inner.export(batch).await;
+            self.unexported
+                .count(&self.unexported.log_records, records, &result);
+            result
+        }
+
+        fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+            self.inner.shutdown_with_timeout(timeout)
+        }
+
+        fn event_enabled(
+            &self,
+            level: opentelemetry::logs::Severity,
+            target: &str,
+            name: Option<&str>,
+        ) -> bool {
+            self.inner.event_enabled(level, target, name)
+        }
+
+        fn set_resource(&mut self, resource: &Resource) {
+            self.inner.set_resource(resource);
+        }
+    }
+
+    impl<E: opentelemetry_sdk::trace::SpanExporter> opentelemetry_sdk::trace::SpanExporter
+        for Counted<E>
+    {
+        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+            let spans = batch.len();
+            let result = self.inner.export(batch).await;
+            self.unexported
+                .count(&self.unexported.spans, spans, &result);
+            result
+        }
+
+        fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+            self.inner.shutdown_with_timeout(timeout)
+        }
+
+        fn force_flush(&self) -> OTelSdkResult {
+            self.inner.force_flush()
+        }
+
+        fn set_resource(&mut self, resource: &Resource) {
+            self.inner.set_resource(resource);
+        }
+    }
+
+    /// A shutdown's failure by its kind alone (see [`Unexported::told`]).
+    fn kind(error: &OTelSdkError) -> &'static str {
+        match error {
+            OTelSdkError::AlreadyShutdown => "already shut down",
+            OTelSdkError::Timeout(_) => "timed out",
+            _ => "failed",
+        }
     }
 
     pub(super) static PROVIDERS: OnceLock<Providers> = OnceLock::new();
@@ -94,13 +207,20 @@ mod active {
             Ok(name) if !name.trim().is_empty() => Resource::builder().build(),
             _ => Resource::builder().with_service_name("replaysafe").build(),
         };
+        let unexported = Arc::new(Unexported::default());
         let logs = SdkLoggerProvider::builder()
             .with_resource(resource.clone())
-            .with_batch_exporter(logs)
+            .with_batch_exporter(Counted {
+                inner: logs,
+                unexported: unexported.clone(),
+            })
             .build();
         let traces = SdkTracerProvider::builder()
             .with_resource(resource)
-            .with_batch_exporter(spans)
+            .with_batch_exporter(Counted {
+                inner: spans,
+                unexported: unexported.clone(),
+            })
             .build();
         opentelemetry::global::set_tracer_provider(traces.clone());
         let logger = opentelemetry::logs::LoggerProvider::logger(&logs, "replaysafe");
@@ -116,6 +236,7 @@ mod active {
             logs,
             traces,
             logger,
+            unexported,
         });
         Ok(())
     }
@@ -135,8 +256,14 @@ mod active {
                 ("log records", providers.logs.shutdown()),
             ] {
                 if let Err(error) = result {
-                    eprintln!("replaysafe: --otel: the {what} were not all exported: {error}");
+                    eprintln!(
+                        "replaysafe: --otel: the {what} exporter's shutdown {}",
+                        kind(&error)
+                    );
                 }
+            }
+            if let Some(told) = providers.unexported.told() {
+                eprintln!("{told}");
             }
         }
     }

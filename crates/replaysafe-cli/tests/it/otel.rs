@@ -299,3 +299,55 @@ fn an_otlp_endpoint_that_cannot_be_used_is_refused_without_quoting_it() {
     assert!(text.contains("--otel: the OTLP"), "{text}");
     assert!(!text.contains("s3cr3t-otlp"), "{text}");
 }
+
+/// A collector that cannot be reached loses the telemetry, not the send: the webhook is
+/// delivered, the exit code is the send's, and stderr says how many log records and spans
+/// were not exported, without quoting the endpoint.
+#[test]
+fn a_collector_that_cannot_be_reached_is_reported_and_the_send_stands() {
+    let dir = tempfile::tempdir().unwrap();
+    let (address, posts) = receiver();
+    // A loopback port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (_, env) = environments()
+        .into_iter()
+        .find(|(name, _)| *name == "scheduled")
+        .unwrap();
+    let output = clean_command()
+        .envs(env)
+        .env("REPLAYSAFE_JOURNAL", dir.path().join("journal.jsonl"))
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://{closed}/?api_key=s3cr3t-otlp"),
+        )
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+        .args(["send", "webhook", "--otel", "--url"])
+        .arg(format!("http://{address}/hooks/orders"))
+        .args([
+            "--allow-host",
+            "127.0.0.1",
+            "--event-type",
+            "orders.published",
+        ])
+        .args(["--data", r#"{"orders": 3}"#])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    let hooks = posts
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(path, _)| path == "/hooks/orders")
+        .count();
+    assert_eq!(hooks, 1, "the webhook was delivered");
+    assert!(
+        text.contains("--otel: 1 log record(s) and ")
+            && text.contains(" span(s) were not exported: the collector could not be reached"),
+        "{text}"
+    );
+    assert!(!text.contains("s3cr3t-otlp"), "{text}");
+}
