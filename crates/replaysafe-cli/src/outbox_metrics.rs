@@ -189,8 +189,9 @@ fn label(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// Serves `/metrics` on `address` until the process ends: each scrape reads the queue.
-/// Any other path is 404; a failed read is 500 with the error (which names no secret).
+/// Serves `/metrics` on `address` until the process ends: each scrape (GET or HEAD, with
+/// or without query parameters) reads the queue. Any other path is 404, another method
+/// 405; a failed read is 500, its error on the worker's stderr (naming no secret).
 pub async fn serve(
     address: SocketAddr,
     store: std::sync::Arc<dyn OutboxStore>,
@@ -216,17 +217,19 @@ pub async fn serve(
             let store = store.clone();
             let worker = worker.clone();
             tokio::spawn(async move {
-                let mut head = vec![0; 4096];
-                // A client that sends nothing is dropped after a while.
-                let read =
-                    tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut head))
-                        .await
-                        .ok()
-                        .and_then(Result::ok)
-                        .unwrap_or(0);
-                let request = String::from_utf8_lossy(&head[..read]);
-                let path = request.split_whitespace().nth(1).unwrap_or("");
-                let (status, kind, body) = if path == "/metrics" {
+                let head = read_head(&mut stream).await;
+                let request = String::from_utf8_lossy(&head);
+                let mut words = request.split_whitespace();
+                let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+                // A scrape may carry query parameters (a scrape config's `params`).
+                let path = target.split('?').next().unwrap_or("");
+                let (status, kind, body) = if !matches!(method, "GET" | "HEAD") {
+                    (
+                        "405 Method Not Allowed",
+                        "text/plain",
+                        "only GET and HEAD are served\n".to_owned(),
+                    )
+                } else if path == "/metrics" {
                     match Queue::read(store.as_ref()).await {
                         Ok(queue) => (
                             "200 OK",
@@ -252,16 +255,41 @@ pub async fn serve(
                         "only /metrics is served\n".to_owned(),
                     )
                 };
-                let answer = format!(
-                    "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                let allow = if status.starts_with("405") {
+                    "Allow: GET, HEAD\r\n"
+                } else {
+                    ""
+                };
+                let mut answer = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n{allow}Connection: close\r\n\r\n",
                     body.len()
                 );
+                if method != "HEAD" {
+                    answer.push_str(&body);
+                }
                 let _ = stream.write_all(answer.as_bytes()).await;
                 let _ = stream.shutdown().await;
             });
         }
     });
     Ok(())
+}
+
+/// Reads a request's head (up to its blank line, 8 KiB at most), however the client
+/// splits it; a client that sends nothing more is let go after 5 seconds, with what it
+/// sent.
+async fn read_head(stream: &mut tokio::net::TcpStream) -> Vec<u8> {
+    const MOST: usize = 8 * 1024;
+    let mut head = Vec::with_capacity(1024);
+    let mut piece = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while head.len() < MOST && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match tokio::time::timeout_at(deadline, stream.read(&mut piece)).await {
+            Ok(Ok(read)) if read > 0 => head.extend_from_slice(&piece[..read]),
+            _ => break,
+        }
+    }
+    head
 }
 
 #[cfg(test)]

@@ -181,6 +181,41 @@ fn status_and_the_worker_serve_queue_metrics_prometheus_parses() {
     };
     let missing = reqwest::blocking::get(format!("http://127.0.0.1:{port}/other")).unwrap();
     assert_eq!(missing.status(), 404);
+    // A scrape config's query parameters, HEAD, another method, and a request whose head
+    // arrives in pieces.
+    let with_params =
+        reqwest::blocking::get(format!("http://127.0.0.1:{port}/metrics?module=outbox")).unwrap();
+    assert_eq!(with_params.status(), 200);
+    let client = reqwest::blocking::Client::new();
+    let head = client
+        .head(format!("http://127.0.0.1:{port}/metrics"))
+        .send()
+        .unwrap();
+    assert_eq!(head.status(), 200);
+    assert!(head.text().unwrap().is_empty());
+    let post = client
+        .post(format!("http://127.0.0.1:{port}/metrics"))
+        .send()
+        .unwrap();
+    assert_eq!(post.status(), 405);
+    assert_eq!(post.headers()["allow"], "GET, HEAD");
+    let answer = {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        for piece in ["GET /met", "rics HTTP/1.1\r\nHost: x\r\n", "\r\n"] {
+            stream.write_all(piece.as_bytes()).unwrap();
+            stream.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    assert!(
+        answer.contains("replaysafe_outbox_dead_letters 1"),
+        "{answer}"
+    );
     drop(worker);
     let samples = parsed_by_prometheus(&scraped, "replaysafe_outbox_worker_test");
     let rows = |status: &str, route: &str| row_count(&samples, status, route);
