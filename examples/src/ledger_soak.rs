@@ -977,7 +977,27 @@ async fn controller(args: &[String]) -> anyhow::Result<()> {
 /// Whether `line` is the start of a journal record that ends too soon: JSON that runs out
 /// before the record closes, as a `write` stopped by a kill leaves it.
 fn cut_short(line: &[u8]) -> bool {
-    line.starts_with(b"{\"v\":")
+    const START: &[u8] = b"{\"v\":";
+    (line.starts_with(START) || (!line.is_empty() && START.starts_with(line)))
         && serde_json::from_slice::<serde_json::Value>(line)
             .is_err_and(|error| error.classify() == serde_json::error::Category::Eof)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut_short;
+
+    #[test]
+    fn a_record_cut_short_is_told_from_other_unreadable_lines() {
+        let record = br#"{"v":1,"decision":"attempting","effect":{"idempotency_key":"ab"}}"#;
+        for end in 1..record.len() {
+            assert!(cut_short(&record[..end]), "{end}");
+        }
+        assert!(!cut_short(record), "a whole record");
+        // Two records run together, and text that is no record, are not a cut.
+        let glued = [&record[..20], &record[..]].concat();
+        assert!(!cut_short(&glued));
+        assert!(!cut_short(b"garbage"));
+        assert!(!cut_short(b""));
+    }
 }
