@@ -1376,3 +1376,70 @@ async fn a_shared_rates_bucket_hands_tokens_at_its_rate_to_every_worker() {
     assert_eq!(take(&other, later).await, 0.0);
     assert_eq!(take(&other, later).await, -1.0);
 }
+
+/// A worker whose count of a route's failures PostgreSQL refuses (a trigger here, as a
+/// statement that fails would) counts alone: its circuit opens after the failures it saw
+/// itself, and the opening it records holds the route for the other workers.
+#[tokio::test]
+async fn a_worker_whose_count_cannot_be_written_counts_alone() {
+    use replaysafe_outbox::{Circuit, FlowControl};
+    let fx = PgFixture::new().await;
+    for n in 0..5 {
+        fx.stage(&fx.live(), &Note::new(&format!("orders.{n}"), "{}"))
+            .await;
+    }
+    for _ in 0..3 {
+        fx.client.fail_with(TestError::Transient {
+            retry_after: Some(Duration::from_secs(3600)),
+        });
+    }
+    // Counting a failure writes a closed circuit's row; opening one writes an open row.
+    fx.outbox
+        .pool()
+        .get()
+        .await
+        .unwrap()
+        .batch_execute(
+            "CREATE FUNCTION refuse_counts() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN IF NEW.state = 'closed' THEN RAISE EXCEPTION 'counts refused'; END IF; \
+             RETURN NEW; END $$; \
+             CREATE TRIGGER refuse_counts BEFORE INSERT ON replaysafe_outbox_circuits \
+             FOR EACH ROW EXECUTE FUNCTION refuse_counts();",
+        )
+        .await
+        .unwrap();
+    let worker = || {
+        fx.worker()
+            .flow(
+                "partner_webhook",
+                FlowControl::new().with_breaker(3, Duration::from_secs(3600)),
+            )
+            .batch_size(1)
+            .build()
+            .unwrap()
+    };
+    let (alone, other) = (worker(), worker());
+    let route = |circuit| [("partner_webhook".to_owned(), circuit)];
+
+    for _ in 0..2 {
+        alone.run_once().await.unwrap();
+    }
+    assert!(
+        fx.outbox.circuits().await.unwrap().is_empty(),
+        "no count was written"
+    );
+    assert_eq!(alone.circuits(), route(Circuit::Closed));
+    alone.run_once().await.unwrap();
+    assert_eq!(alone.circuits(), route(Circuit::Open));
+    let recorded = fx.outbox.circuits().await.unwrap();
+    assert!(
+        recorded.len() == 1 && recorded[0].open && recorded[0].failures == 3,
+        "{recorded:?}"
+    );
+    alone.run_once().await.unwrap();
+    other.run_once().await.unwrap();
+    assert_eq!(other.circuits(), route(Circuit::Open));
+    assert!(fx.client.received().is_empty());
+    assert_eq!(fx.outbox.list(Status::Pending, 10).await.unwrap().len(), 5);
+    assert!(fx.client.failures.lock().unwrap().is_empty(), "3 attempts");
+}
