@@ -171,40 +171,62 @@ struct Race<'a> {
 }
 
 impl Race<'_> {
+    /// Sends chunk `n` with `guarded`, at this race's pace.
+    fn guarded_side<'g>(&'g self, guarded: &'g Guard<WebhookClient>) -> impl FnMut(usize) + 'g {
+        move |n| {
+            self.runtime.block_on(guarded_chunk(
+                guarded,
+                self.in_flight,
+                n * self.chunk,
+                self.chunk,
+            ))
+        }
+    }
+
+    /// Sends chunk `n` with raw reqwest, at this race's pace.
+    fn raw_side(&self) -> impl FnMut(usize) + '_ {
+        move |n| {
+            self.runtime.block_on(raw_chunk(
+                self.raw,
+                self.url,
+                self.key,
+                self.in_flight,
+                n * self.chunk,
+                self.chunk,
+            ))
+        }
+    }
+
     /// Sends one chunk with `guarded` and with raw reqwest, to open their connections.
     fn warm(&self, guarded: &Guard<WebhookClient>) {
-        let Race {
-            runtime,
-            raw,
-            url,
-            key,
-            in_flight,
-            chunk,
-            ..
-        } = *self;
-        runtime.block_on(guarded_chunk(guarded, in_flight, 0, chunk));
-        runtime.block_on(raw_chunk(raw, url, key, in_flight, 0, chunk));
+        self.guarded_side(guarded)(0);
+        self.raw_side()(0);
     }
 
     /// Times the chunks of `guarded` and of raw reqwest interleaved; the fastest time of
     /// each chunk counts, which filters out moments when other work had the machine.
     /// Returns the guarded and the raw total.
     fn time(&self, guarded: &Guard<WebhookClient>) -> (Duration, Duration) {
-        let Race {
-            runtime,
-            raw,
-            url,
-            key,
-            in_flight,
-            chunk,
-            chunks,
-            repeats,
-        } = *self;
         interleaved_chunks(
-            chunks,
-            repeats,
-            |n| runtime.block_on(guarded_chunk(guarded, in_flight, n * chunk, chunk)),
-            |n| runtime.block_on(raw_chunk(raw, url, key, in_flight, n * chunk, chunk)),
+            self.chunks,
+            self.repeats,
+            self.guarded_side(guarded),
+            self.raw_side(),
+        )
+    }
+
+    /// Times two guarded clients against each other, as [`Race::time`] does a guarded
+    /// client against raw reqwest.
+    fn time_guards(
+        &self,
+        first: &Guard<WebhookClient>,
+        second: &Guard<WebhookClient>,
+    ) -> (Duration, Duration) {
+        interleaved_chunks(
+            self.chunks,
+            self.repeats,
+            self.guarded_side(first),
+            self.guarded_side(second),
         )
     }
 
@@ -467,7 +489,8 @@ fn compare(subjects: &Subjects<'_>, in_flight: usize) -> Times {
         key,
     } = *subjects;
     // Chunks of 500, each timed REPEATS times per subject; the guard on a journal that
-    // keeps nothing is raced against raw reqwest again, after the durable one.
+    // keeps nothing is raced against raw reqwest again, after the durable one, then the
+    // two guards against each other (what the journal costs).
     let race = Race {
         runtime,
         raw,
@@ -480,12 +503,7 @@ fn compare(subjects: &Subjects<'_>, in_flight: usize) -> Times {
     };
     let (guarded_best, raw_best) = race.run(guarded);
     let (unjournaled_best, raw_again_best) = race.run(unjournaled);
-    let (durable, free) = interleaved_chunks(
-        WEBHOOKS / CHUNK,
-        REPEATS,
-        |n| runtime.block_on(guarded_chunk(guarded, in_flight, n * CHUNK, CHUNK)),
-        |n| runtime.block_on(guarded_chunk(unjournaled, in_flight, n * CHUNK, CHUNK)),
-    );
+    let (durable, free) = race.time_guards(guarded, unjournaled);
     Times {
         guarded: guarded_best,
         raw: raw_best,
