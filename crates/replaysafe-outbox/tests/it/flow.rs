@@ -204,35 +204,64 @@ async fn a_circuit_opened_by_one_worker_holds_the_others_and_one_of_them_probes(
     assert_eq!(store.list(Status::Pending, 100).await.unwrap().len(), 4);
 }
 
-/// Two workers of one outbox count a route's consecutive failures together: the circuit
-/// opens at the breaker's number of failures whichever worker saw them, and an answer
-/// to either worker starts the count again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_workers_of_an_outbox_count_a_routes_consecutive_failures_together() {
-    let broken = Receiver::start().await;
-    for status in [503, 503, 200, 503, 503, 503] {
-        broken.answer(StatusCode::from_u16(status).unwrap(), Some(AN_HOUR));
+/// A route `broken` to a receiver that answers `statuses` in turn (each with an hour's
+/// `Retry-After`, so a failed row waits out of the test), 10 rows staged on it, in an
+/// outbox of its own.
+struct Broken {
+    receiver: Receiver,
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    store: sqlite::SqliteOutbox,
+    clock: Arc<FixedClock>,
+    route: Route<WebhookClient>,
+}
+
+impl Broken {
+    async fn answering(statuses: &[u16]) -> Self {
+        let receiver = Receiver::start().await;
+        for status in statuses {
+            receiver.answer(StatusCode::from_u16(*status).unwrap(), Some(AN_HOUR));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("outbox.db");
+        let store = sqlite::SqliteOutbox::open(&path).unwrap();
+        let clock = Arc::new(FixedClock::new(contexts::now()));
+        let route = route("broken", &receiver.url());
+        stage(&path, &clock, &[&route], 10);
+        Broken {
+            receiver,
+            _dir: dir,
+            path,
+            store,
+            clock,
+            route,
+        }
     }
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("outbox.db");
-    let store = sqlite::SqliteOutbox::open(&path).unwrap();
-    let clock = Arc::new(FixedClock::new(contexts::now()));
-    let bad = route("broken", &broken.url());
-    stage(&path, &clock, &[&bad], 10);
-    let worker = |rows: u32| {
-        Worker::builder(sqlite::SqliteOutbox::open(&path).unwrap())
-            .add_route(bad.clone())
+
+    /// A worker of the outbox (a connection of its own) claiming `rows` a pass, with a
+    /// breaker that opens after 3 consecutive failures and probes after an hour.
+    fn worker(&self, rows: u32) -> Worker {
+        Worker::builder(sqlite::SqliteOutbox::open(&self.path).unwrap())
+            .add_route(self.route.clone())
             .flow(
                 "broken",
                 FlowControl::new().with_breaker(3, Duration::from_secs(3600)),
             )
             .batch_size(rows)
-            .clock(clock.clone())
+            .clock(self.clock.clone())
             .build()
             .unwrap()
-    };
-    let (first, second) = (worker(2), worker(1));
-    let counted = || async { store.circuits().await.unwrap()[0].clone() };
+    }
+}
+
+/// Two workers of one outbox count a route's consecutive failures together: the circuit
+/// opens at the breaker's number of failures whichever worker saw them, and an answer
+/// to either worker starts the count again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workers_of_an_outbox_count_a_routes_consecutive_failures_together() {
+    let broken = Broken::answering(&[503, 503, 200, 503, 503, 503]).await;
+    let (first, second) = (broken.worker(2), broken.worker(1));
+    let counted = || async { broken.store.circuits().await.unwrap()[0].clone() };
 
     // Two failures in the first worker; the second's answer starts the count again.
     first.run_once().await.unwrap();
@@ -250,7 +279,7 @@ async fn the_workers_of_an_outbox_count_a_routes_consecutive_failures_together()
     // The first follows it and sends nothing more.
     first.run_once().await.unwrap();
     assert_eq!(first.circuits(), [("broken".to_owned(), Circuit::Open)]);
-    assert_eq!(broken.requests().len(), 6);
+    assert_eq!(broken.receiver.requests().len(), 6);
 }
 
 /// A worker whose count of a route's failures cannot be written to the outbox (here a
@@ -259,37 +288,17 @@ async fn the_workers_of_an_outbox_count_a_routes_consecutive_failures_together()
 /// and the opening it records holds the other workers' rows too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_whose_count_cannot_be_written_counts_alone() {
-    let broken = Receiver::start().await;
-    for _ in 0..3 {
-        broken.answer(StatusCode::SERVICE_UNAVAILABLE, Some(AN_HOUR));
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("outbox.db");
-    let store = sqlite::SqliteOutbox::open(&path).unwrap();
-    let clock = Arc::new(FixedClock::new(contexts::now()));
-    let bad = route("broken", &broken.url());
-    stage(&path, &clock, &[&bad], 10);
+    let broken = Broken::answering(&[503, 503, 503]).await;
+    let store = &broken.store;
     // Counting a failure writes a closed circuit's row; opening one writes an open row.
-    Connection::open(&path)
+    Connection::open(&broken.path)
         .unwrap()
         .execute_batch(
             "CREATE TRIGGER refuse_counts BEFORE INSERT ON replaysafe_outbox_circuits \
              WHEN NEW.state = 'closed' BEGIN SELECT RAISE(ABORT, 'counts refused'); END;",
         )
         .unwrap();
-    let worker = |store: sqlite::SqliteOutbox| {
-        Worker::builder(store)
-            .add_route(bad.clone())
-            .flow(
-                "broken",
-                FlowControl::new().with_breaker(3, Duration::from_secs(3600)),
-            )
-            .batch_size(1)
-            .clock(clock.clone())
-            .build()
-            .unwrap()
-    };
-    let (alone, other) = (worker(store.clone()), worker(store.clone()));
+    let (alone, other) = (broken.worker(1), broken.worker(1));
 
     for _ in 0..2 {
         alone.run_once().await.unwrap();
@@ -311,7 +320,7 @@ async fn a_worker_whose_count_cannot_be_written_counts_alone() {
     alone.run_once().await.unwrap();
     other.run_once().await.unwrap();
     assert_eq!(other.circuits(), [("broken".to_owned(), Circuit::Open)]);
-    assert_eq!(broken.requests().len(), 3);
+    assert_eq!(broken.receiver.requests().len(), 3);
     assert_eq!(store.list(Status::Pending, 100).await.unwrap().len(), 10);
 }
 
