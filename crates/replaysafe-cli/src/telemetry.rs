@@ -84,12 +84,12 @@ mod active {
                 return None;
             }
             let why = if self.timed_out.load(Ordering::Relaxed) {
-                "the collector did not answer within OTEL_EXPORTER_OTLP_TIMEOUT"
+                "did not answer within OTEL_EXPORTER_OTLP_TIMEOUT"
             } else {
-                "the collector could not be reached or refused them"
+                "could not be reached or refused them"
             };
             Some(format!(
-                "replaysafe: --otel: {records} log record(s) and {spans} span(s) were not exported: {why} (OTEL_EXPORTER_OTLP_ENDPOINT); the journal holds every decision, and the send's outcome stands"
+                "replaysafe: --otel: {records} log record(s) and {spans} span(s) were not exported: the collector the OTEL_EXPORTER_OTLP_* variables name {why}; the journal holds every decision, and the send's outcome stands"
             ))
         }
     }

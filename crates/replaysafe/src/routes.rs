@@ -176,9 +176,11 @@ impl RoutesFile {
             flows: BTreeMap::new(),
         };
         for (name, mut config) in routes {
-            if let Err(replaysafe_outbox::OutboxError::Invalid { reason, .. }) =
-                replaysafe_outbox::check_route_name(&name)
-            {
+            if let Err(error) = replaysafe_outbox::check_route_name(&name) {
+                let reason = match error {
+                    replaysafe_outbox::OutboxError::Invalid { reason, .. } => reason,
+                    other => other.to_string(),
+                };
                 // A name is the file's key, not a value: shown escaped, and cut.
                 let shown: String = format!("{name:?}").chars().take(60).collect();
                 return Err(invalid(format!("route name {shown}: {reason}")));
