@@ -254,6 +254,9 @@ fn read_route(mut config: serde_json::Value) -> Result<RouteConfig, String> {
     if !config.is_object() {
         return Err("expected an object with the route's `kind` and its client's fields".into());
     }
+    if config.get("kind").is_some_and(|kind| !kind.is_string()) {
+        return Err("kind: expected a string naming the client, such as \"webhook\"".into());
+    }
     macro_rules! by_kind {
         ($($kind:literal => $variant:ident),* $(,)?) => {
             match config.get("kind").and_then(serde_json::Value::as_str) {
@@ -592,6 +595,13 @@ mod tests {
         .to_string();
         assert!(
             shown.starts_with(r#"route name "bad\nname": a route name is 1 to 100 characters"#),
+            "{shown}"
+        );
+        let shown = RoutesFile::parse(r#"{"routes": {"r": {"kind": 5}}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            shown.starts_with("route r: kind: expected a string"),
             "{shown}"
         );
         // An unknown kind is told with the kinds there are.
