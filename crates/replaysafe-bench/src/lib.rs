@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -173,6 +174,61 @@ fn fastest(rounds: impl Iterator<Item = Duration>) -> Duration {
     rounds.min().unwrap_or_default()
 }
 
+/// The CPU time (user and system) the calling thread has used so far, as the kernel
+/// counts it. On a current-thread runtime every task of a race runs on the thread that
+/// blocks on it, so this tells what a side cost where its throughput is made.
+pub fn thread_cpu() -> Duration {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(now.tv_sec).unwrap_or_default(),
+        u32::try_from(now.tv_nsec).unwrap_or_default(),
+    )
+}
+
+/// What the runs of one side of a race cost the thread that ran them: its CPU time and
+/// the time that passed, summed over every run (not only the fastest).
+#[derive(Debug, Default)]
+pub struct ThreadCpu {
+    cpu: Cell<Duration>,
+    wall: Cell<Duration>,
+    runs: Cell<usize>,
+}
+
+impl ThreadCpu {
+    /// `side`, counting each of its runs here.
+    pub fn count<'a>(&'a self, mut side: impl FnMut(usize) + 'a) -> impl FnMut(usize) + 'a {
+        move |chunk| {
+            let (cpu, started) = (thread_cpu(), Instant::now());
+            side(chunk);
+            self.wall.set(self.wall.get() + started.elapsed());
+            self.cpu
+                .set(self.cpu.get() + thread_cpu().saturating_sub(cpu));
+            self.runs.set(self.runs.get() + 1);
+        }
+    }
+
+    /// Mean CPU time of one operation, for runs of `per_run` operations each (zero
+    /// before any run).
+    pub fn per_operation(&self, per_run: usize) -> Duration {
+        let operations = self.runs.get() * per_run;
+        match u32::try_from(operations) {
+            Ok(operations) if operations > 0 => self.cpu.get() / operations,
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// The share of the time that passed during the runs in which the thread was on a
+    /// CPU: 1.0 when it never waited, so that its own work set the pace.
+    pub fn busy(&self) -> f64 {
+        let wall = self.wall.get().as_secs_f64();
+        if wall > 0.0 {
+            self.cpu.get().as_secs_f64() / wall
+        } else {
+            0.0
+        }
+    }
+}
+
 /// Rate in operations per second.
 pub fn per_second(operations: usize, took: Duration) -> f64 {
     operations as f64 / took.as_secs_f64()
@@ -198,6 +254,27 @@ mod tests {
         best_of(3, || runs += 1);
         assert_eq!(runs, 4, "zero rounds still runs once");
         assert_eq!(per_second(10, Duration::from_secs(2)), 5.0);
+    }
+
+    #[test]
+    fn thread_cpu_counts_work_and_not_sleep() {
+        let spent = ThreadCpu::default();
+        let mut working = spent.count(|_| {
+            let started = Instant::now();
+            let mut sum = 0u64;
+            while started.elapsed() < Duration::from_millis(20) {
+                sum = std::hint::black_box(sum.wrapping_add(1));
+            }
+        });
+        working(0);
+        working(1);
+        assert!(spent.per_operation(1) >= Duration::from_millis(10));
+        assert!(spent.busy() > 0.5, "a thread that only computed was busy");
+        let idle = ThreadCpu::default();
+        idle.count(|_| std::thread::sleep(Duration::from_millis(50)))(0);
+        assert!(idle.per_operation(1) < Duration::from_millis(10));
+        assert!(idle.busy() < 0.2, "a thread that slept was not busy");
+        assert_eq!(ThreadCpu::default().per_operation(10), Duration::ZERO);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use replaysafe_bench::{Report, interleaved_chunks, per_second};
+use replaysafe_bench::{Report, ThreadCpu, interleaved_chunks, per_second};
 use replaysafe_core::journal::{Claim, JournalEntry, JournalError, Ledger};
 use replaysafe_core::{Guard, GuardLayer, IdempotencyKey, Journal};
 use replaysafe_outbox::postgres::{PostgresJournal, parse_url};
@@ -207,11 +207,22 @@ impl Race<'_> {
     /// each chunk counts, which filters out moments when other work had the machine.
     /// Returns the guarded and the raw total.
     fn time(&self, guarded: &Guard<WebhookClient>) -> (Duration, Duration) {
+        self.time_counted(guarded, &ThreadCpu::default(), &ThreadCpu::default())
+    }
+
+    /// [`Race::time`], counting what each side's runs cost the thread that drives the
+    /// runtime (every task of a side runs on it) in `guarded_cpu` and `raw_cpu`.
+    fn time_counted(
+        &self,
+        guarded: &Guard<WebhookClient>,
+        guarded_cpu: &ThreadCpu,
+        raw_cpu: &ThreadCpu,
+    ) -> (Duration, Duration) {
         interleaved_chunks(
             self.chunks,
             self.repeats,
-            self.guarded_side(guarded),
-            self.raw_side(),
+            guarded_cpu.count(self.guarded_side(guarded)),
+            raw_cpu.count(self.raw_side()),
         )
     }
 
@@ -234,6 +245,17 @@ impl Race<'_> {
     fn run(&self, guarded: &Guard<WebhookClient>) -> (Duration, Duration) {
         self.warm(guarded);
         self.time(guarded)
+    }
+
+    /// [`Race::warm`], then [`Race::time_counted`].
+    fn run_counted(
+        &self,
+        guarded: &Guard<WebhookClient>,
+        guarded_cpu: &ThreadCpu,
+        raw_cpu: &ThreadCpu,
+    ) -> (Duration, Duration) {
+        self.warm(guarded);
+        self.time_counted(guarded, guarded_cpu, raw_cpu)
     }
 }
 
@@ -467,6 +489,15 @@ struct Times {
     raw_again: Duration,
     durable: Duration,
     free: Duration,
+    /// What a delivery cost the client's thread, on average over every run: the guard on
+    /// its durable journal, on a journal that keeps nothing, and raw reqwest.
+    guarded_cpu: Duration,
+    unjournaled_cpu: Duration,
+    raw_cpu: Duration,
+    /// The share of the time in which the client's thread was on a CPU: raw reqwest,
+    /// and the guard on its durable journal.
+    raw_busy: f64,
+    guarded_busy: f64,
 }
 
 impl Times {
@@ -501,9 +532,12 @@ fn compare(subjects: &Subjects<'_>, in_flight: usize) -> Times {
         chunks: WEBHOOKS / CHUNK,
         repeats: REPEATS,
     };
-    let (guarded_best, raw_best) = race.run(guarded);
-    let (unjournaled_best, raw_again_best) = race.run(unjournaled);
+    let (guarded_cpu, raw_cpu, unjournaled_cpu) = Default::default();
+    let (guarded_best, raw_best) = race.run_counted(guarded, &guarded_cpu, &raw_cpu);
+    let (unjournaled_best, raw_again_best) =
+        race.run_counted(unjournaled, &unjournaled_cpu, &ThreadCpu::default());
     let (durable, free) = race.time_guards(guarded, unjournaled);
+    let per_delivery = |spent: &ThreadCpu| spent.per_operation(CHUNK);
     Times {
         guarded: guarded_best,
         raw: raw_best,
@@ -511,6 +545,11 @@ fn compare(subjects: &Subjects<'_>, in_flight: usize) -> Times {
         raw_again: raw_again_best,
         durable,
         free,
+        guarded_cpu: per_delivery(&guarded_cpu),
+        unjournaled_cpu: per_delivery(&unjournaled_cpu),
+        raw_cpu: per_delivery(&raw_cpu),
+        raw_busy: raw_cpu.busy(),
+        guarded_busy: guarded_cpu.busy(),
     }
 }
 
@@ -578,6 +617,42 @@ fn in_flight_8(report: &mut Report, subjects: &Subjects<'_>) {
             "webhook.durable_journal_cost_per_delivery_in_flight_8",
             times.journal_cost_per_delivery(),
             "µs/delivery (the guard on its durable journal against the guard on one that keeps nothing, interleaved, 8 in flight)",
+        );
+    // Where the ratio comes from: when the client's thread is on a CPU all the time, each
+    // side's rate is that thread's CPU time a delivery, and 0.95× leaves the guard and
+    // its journal a twentieth of raw reqwest's.
+    let micros = |spent: Duration| spent.as_secs_f64() * 1e6;
+    let unit = "µs/delivery (CPU time of the client's thread, mean over every chunk, 8 in flight)";
+    report
+        .figure(
+            "webhook.client_thread.in_flight_8.raw_reqwest.busy",
+            times.raw_busy,
+            "share of raw reqwest's time the client's thread was on a CPU (1.0: its own work sets the pace)",
+        )
+        .figure(
+            "webhook.client_thread.in_flight_8.guarded.busy",
+            times.guarded_busy,
+            "share of the guarded client's time its thread was on a CPU (below 1.0: deliveries waited, as for a batch's write)",
+        )
+        .figure(
+            "webhook.client_thread.in_flight_8.raw_reqwest.cpu_per_delivery",
+            micros(times.raw_cpu),
+            unit,
+        )
+        .figure(
+            "webhook.client_thread.in_flight_8.guarded.cpu_per_delivery",
+            micros(times.guarded_cpu),
+            unit,
+        )
+        .figure(
+            "webhook.client_thread.in_flight_8.guarded_no_journal.cpu_per_delivery",
+            micros(times.unjournaled_cpu),
+            unit,
+        )
+        .figure(
+            "webhook.client_thread.in_flight_8.cpu_budget_for_0_95",
+            micros(times.raw_cpu) * (1.0 / 0.95 - 1.0),
+            "µs/delivery the guard and its journal may add on the client's thread for 0.95× of raw reqwest, when that thread sets the pace",
         );
 }
 
