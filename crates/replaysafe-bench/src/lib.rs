@@ -177,11 +177,15 @@ fn fastest(rounds: impl Iterator<Item = Duration>) -> Duration {
 /// The CPU time (user and system) the calling thread has used so far, as the kernel
 /// counts it. On a current-thread runtime every task of a race runs on the thread that
 /// blocks on it, so this tells what a side cost where its throughput is made.
+///
+/// # Panics
+/// When the system has no CPU clock for threads (Linux has had one since 2.6.12).
 pub fn thread_cpu() -> Duration {
-    let now = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .expect("the calling thread's CPU clock");
     Duration::new(
-        u64::try_from(now.tv_sec).unwrap_or_default(),
-        u32::try_from(now.tv_nsec).unwrap_or_default(),
+        u64::try_from(now.tv_sec()).unwrap_or_default(),
+        u32::try_from(now.tv_nsec()).unwrap_or_default(),
     )
 }
 
