@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 mod gate;
+mod stage;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -19,11 +20,12 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use replaysafe::routes::RouteConfig;
 use replaysafe_core::{
     EffectKind, Guard, GuardLayer, Journal, Outcome as CoreOutcome, ReplayContext, SendError,
 };
-use replaysafe_outbox::{Route, StageParam};
 use replaysafe_webhook::{Webhook, WebhookClient, WebhookConfig};
+use stage::Routable;
 
 create_exception!(
     replaysafe,
@@ -396,11 +398,8 @@ fn config_from<T: serde::de::DeserializeOwned>(
 #[pyclass(frozen, module = "replaysafe", name = "WebhookClient")]
 struct PyWebhookClient {
     guard: Arc<Guard<WebhookClient>>,
-    /// What built `guard`, to build the outbox routes of the same client.
-    config: WebhookConfig,
-    layer: GuardLayer,
-    /// Outbox routes of this client, by name, built once each.
-    routes: std::sync::Mutex<HashMap<String, Arc<Route<WebhookClient>>>>,
+    /// What built `guard`, to stage through the same client (`outbox.stage(client=…)`).
+    routable: Routable,
 }
 
 #[pymethods]
@@ -425,9 +424,7 @@ impl PyWebhookClient {
         let guard = Arc::new(build_webhook(&config, &layer)?);
         Ok(PyWebhookClient {
             guard,
-            config,
-            layer,
-            routes: std::sync::Mutex::default(),
+            routable: Routable::new("WebhookClient", RouteConfig::Webhook(config), layer),
         })
     }
 
@@ -471,8 +468,9 @@ fn build_webhook(config: &WebhookConfig, layer: &GuardLayer) -> PyResult<Guard<W
         .map_err(|e| config_error("WebhookClient", e.field(), &e))
 }
 
-/// The email `EmailClient.send` describes.
+/// The email `EmailClient.send` (or `Email`, at `place`) describes.
 fn email_of(
+    place: &str,
     message_type: String,
     sender: &str,
     to: &[String],
@@ -481,7 +479,7 @@ fn email_of(
     html: Option<String>,
 ) -> PyResult<replaysafe_email::Email> {
     if to.is_empty() {
-        return Err(ConfigError::new_err("EmailClient.send: to: no recipient"));
+        return Err(ConfigError::new_err(format!("{place}: to: no recipient")));
     }
     let mut email = replaysafe_email::Email::builder(message_type)
         .from(sender)
@@ -523,6 +521,7 @@ fn email_outcomes(
 #[pyclass(frozen, module = "replaysafe", name = "EmailClient")]
 struct PyEmailClient {
     guard: Arc<Guard<replaysafe_email::EmailClient>>,
+    routable: Routable,
 }
 
 #[pymethods]
@@ -545,10 +544,11 @@ impl PyEmailClient {
             ledger,
         )?;
         let guard = config
-            .build(layer)
+            .build(layer.clone())
             .map_err(|e| config_error("EmailClient", e.field(), &e))?;
         Ok(PyEmailClient {
             guard: Arc::new(guard),
+            routable: Routable::new("EmailClient", RouteConfig::Email(config), layer),
         })
     }
 
@@ -569,7 +569,15 @@ impl PyEmailClient {
         raise_on_failure: bool,
     ) -> PyResult<Vec<Outcome>> {
         use replaysafe_email::EmailGuardExt;
-        let email = email_of(message_type, &sender, &to, subject, text, html)?;
+        let email = email_of(
+            "EmailClient.send",
+            message_type,
+            &sender,
+            &to,
+            subject,
+            text,
+            html,
+        )?;
         let sent = py.detach(|| runtime().block_on(self.guard.send_email(&cx.inner, &email)));
         email_outcomes(sent, raise_on_failure)
     }
@@ -590,7 +598,15 @@ impl PyEmailClient {
         raise_on_failure: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         use replaysafe_email::EmailGuardExt;
-        let email = email_of(message_type, &sender, &to, subject, text, html)?;
+        let email = email_of(
+            "EmailClient.send",
+            message_type,
+            &sender,
+            &to,
+            subject,
+            text,
+            html,
+        )?;
         let guard = self.guard.clone();
         let cx = cx.inner.clone();
         later(py, async move {
@@ -603,23 +619,25 @@ impl PyEmailClient {
     }
 }
 
-impl PyWebhookClient {
-    /// This client as the outbox route `name`.
-    fn route(&self, name: &str) -> PyResult<Arc<Route<WebhookClient>>> {
-        let mut routes = self
-            .routes
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(route) = routes.get(name) {
-            return Ok(route.clone());
-        }
-        let route = Route::new(name, build_webhook(&self.config, &self.layer)?)
-            .map_err(|e| ConfigError::new_err(format!("route: {}", chain(&e))))?;
-        let route = Arc::new(route);
-        routes.insert(name.to_owned(), route.clone());
-        Ok(route)
-    }
+/// The client objects `outbox.stage(client=…)` stages through.
+macro_rules! routable {
+    ($($class:ty),*) => {
+        $(impl $class {
+            /// What built this client, to stage through it.
+            fn routable(&self) -> &Routable {
+                &self.routable
+            }
+        })*
+    };
 }
+routable!(
+    PyWebhookClient,
+    PyEmailClient,
+    PyTriggerClient,
+    PySftpClient,
+    PyAlertClient,
+    PyMetricClient
+);
 
 /// One Outcome, or a failed call's error, from a send of one effect.
 fn send_one<C: replaysafe_core::EffectClient>(
@@ -659,12 +677,26 @@ where
     })
 }
 
+/// The trigger `TriggerClient.send` (or `Trigger`) describes.
+fn trigger_of(
+    py: Python<'_>,
+    name: &str,
+    conf: Option<&Bound<'_, PyAny>>,
+) -> PyResult<replaysafe_webhook::Trigger> {
+    let trigger = replaysafe_webhook::Trigger::new(name);
+    Ok(match conf {
+        Some(conf) => trigger.with_conf(json_value(py, "conf", conf)?),
+        None => trigger,
+    })
+}
+
 /// Downstream triggers through the gate: an Airflow 3 DAG run (`airflow=`, with
 /// `token_env` or `user` and `password_env`) or a call to a trigger URL (`url=`); a
 /// delivered trigger's conf carries the run's lineage.
 #[pyclass(frozen, module = "replaysafe", name = "TriggerClient")]
 struct PyTriggerClient {
     guard: Arc<Guard<replaysafe_webhook::TriggerClient>>,
+    routable: Routable,
 }
 
 #[pymethods]
@@ -680,10 +712,11 @@ impl PyTriggerClient {
         let (config, layer): (replaysafe_webhook::TriggerConfig, _) =
             client_parts(py, "TriggerClient", &[], fields, journal, ledger)?;
         let guard = config
-            .build(layer)
+            .build(layer.clone())
             .map_err(|e| config_error("TriggerClient", e.field(), &e))?;
         Ok(PyTriggerClient {
             guard: Arc::new(guard),
+            routable: Routable::new("TriggerClient", RouteConfig::Trigger(config), layer),
         })
     }
 
@@ -698,10 +731,7 @@ impl PyTriggerClient {
         conf: Option<&Bound<'_, PyAny>>,
         raise_on_failure: bool,
     ) -> PyResult<Outcome> {
-        let mut trigger = replaysafe_webhook::Trigger::new(name);
-        if let Some(conf) = conf {
-            trigger = trigger.with_conf(json_value(py, "conf", conf)?);
-        }
+        let trigger = trigger_of(py, &name, conf)?;
         send_one(py, &self.guard, cx, &trigger, raise_on_failure)
     }
 
@@ -715,10 +745,7 @@ impl PyTriggerClient {
         conf: Option<&Bound<'py, PyAny>>,
         raise_on_failure: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let mut trigger = replaysafe_webhook::Trigger::new(name);
-        if let Some(conf) = conf {
-            trigger = trigger.with_conf(json_value(py, "conf", conf)?);
-        }
+        let trigger = trigger_of(py, &name, conf)?;
         send_later(py, &self.guard, cx, trigger, raise_on_failure)
     }
 
@@ -727,8 +754,9 @@ impl PyTriggerClient {
     }
 }
 
-/// The file drop `SftpClient.send` describes.
+/// The file drop `SftpClient.send` (or `FileDrop`, at `place`) describes.
 fn file_drop(
+    place: &str,
     name: &str,
     data: Option<Vec<u8>>,
     file: Option<PathBuf>,
@@ -741,10 +769,10 @@ fn file_drop(
             data,
         )),
         (None, Some(file)) => replaysafe_sftp::FileDrop::from_file(message_type, name, &file)
-            .map_err(|e| ConfigError::new_err(format!("SftpClient.send: file: {}", chain(&e)))),
-        _ => Err(ConfigError::new_err(
-            "SftpClient.send: give data (bytes) or file (a path), one of them",
-        )),
+            .map_err(|e| ConfigError::new_err(format!("{place}: file: {}", chain(&e)))),
+        _ => Err(ConfigError::new_err(format!(
+            "{place}: give data (bytes) or file (a path), one of them"
+        ))),
     }
 }
 
@@ -755,6 +783,7 @@ fn file_drop(
 #[pyclass(frozen, module = "replaysafe", name = "SftpClient")]
 struct PySftpClient {
     guard: Arc<Guard<replaysafe_sftp::SftpClient>>,
+    routable: Routable,
 }
 
 #[pymethods]
@@ -770,10 +799,11 @@ impl PySftpClient {
         let (config, layer): (replaysafe_sftp::SftpConfig, _) =
             client_parts(py, "SftpClient", &[], fields, journal, ledger)?;
         let guard = config
-            .build(layer)
+            .build(layer.clone())
             .map_err(|e| config_error("SftpClient", e.field(), &e))?;
         Ok(PySftpClient {
             guard: Arc::new(guard),
+            routable: Routable::new("SftpClient", RouteConfig::Sftp(config), layer),
         })
     }
 
@@ -791,18 +821,7 @@ impl PySftpClient {
         message_type: &str,
         raise_on_failure: bool,
     ) -> PyResult<Outcome> {
-        let drop = match (data, file) {
-            (Some(data), None) => replaysafe_sftp::FileDrop::from_bytes(message_type, name, data),
-            (None, Some(file)) => replaysafe_sftp::FileDrop::from_file(message_type, name, &file)
-                .map_err(|e| {
-                ConfigError::new_err(format!("SftpClient.send: file: {}", chain(&e)))
-            })?,
-            _ => {
-                return Err(ConfigError::new_err(
-                    "SftpClient.send: give data (bytes) or file (a path), one of them",
-                ));
-            }
-        };
+        let drop = file_drop("SftpClient.send", name, data, file, message_type)?;
         send_one(py, &self.guard, cx, &drop, raise_on_failure)
     }
 
@@ -819,7 +838,7 @@ impl PySftpClient {
         message_type: &str,
         raise_on_failure: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let drop = file_drop(name, data, file, message_type)?;
+        let drop = file_drop("SftpClient.send", name, data, file, message_type)?;
         send_later(py, &self.guard, cx, drop, raise_on_failure)
     }
 
@@ -841,11 +860,22 @@ enum AlertEffect {
     Slack(replaysafe_alert::SlackMessage),
 }
 
-impl PyAlertClient {
-    /// The effect `send` describes, for this client's receiver.
+/// What `AlertClient.send` (or `Alert`) takes, before the receiver is known.
+#[derive(Clone)]
+struct AlertFields {
+    alertname: String,
+    summary: Option<String>,
+    severity: String,
+    labels: std::collections::BTreeMap<String, String>,
+    details: std::collections::BTreeMap<String, String>,
+    resolve: bool,
+    text: Option<String>,
+}
+
+impl AlertFields {
+    /// The fields as `send` (or `Alert`) takes them.
     #[allow(clippy::too_many_arguments)]
-    fn effect(
-        &self,
+    fn new(
         alertname: String,
         summary: Option<String>,
         severity: &str,
@@ -853,31 +883,54 @@ impl PyAlertClient {
         details: Option<std::collections::BTreeMap<String, String>>,
         resolve: bool,
         text: Option<String>,
-    ) -> PyResult<AlertEffect> {
-        use replaysafe_alert::{Alert, Severity, SlackMessage};
-        if let AlertGuard::Slack(_) = &self.guard {
-            let text = text.or(summary).ok_or_else(|| {
-                ConfigError::new_err("AlertClient.send: text: required for Slack")
-            })?;
-            return Ok(AlertEffect::Slack(SlackMessage::new(alertname, text)));
+    ) -> Self {
+        AlertFields {
+            alertname,
+            summary,
+            severity: severity.to_owned(),
+            labels: labels.unwrap_or_default(),
+            details: details.unwrap_or_default(),
+            resolve,
+            text,
         }
-        let severity = match severity {
+    }
+
+    /// The effect for a Slack webhook (`slack`) or for Alertmanager and PagerDuty; errors
+    /// start with `place`.
+    fn effect(&self, place: &str, slack: bool) -> PyResult<AlertEffect> {
+        use replaysafe_alert::{Alert, Severity, SlackMessage};
+        let AlertFields {
+            alertname,
+            summary,
+            severity,
+            labels,
+            details,
+            resolve,
+            text,
+        } = self.clone();
+        let severity = match severity.as_str() {
             "critical" => Severity::Critical,
             "error" => Severity::Error,
             "warning" => Severity::Warning,
             "info" => Severity::Info,
             _ => {
-                return Err(ConfigError::new_err(
-                    "AlertClient.send: severity: expected critical, error, warning or info",
-                ));
+                return Err(ConfigError::new_err(format!(
+                    "{place}: severity: expected critical, error, warning or info"
+                )));
             }
         };
+        if slack {
+            let text = text.or(summary).ok_or_else(|| {
+                ConfigError::new_err(format!("{place}: text: required for Slack"))
+            })?;
+            return Ok(AlertEffect::Slack(SlackMessage::new(alertname, text)));
+        }
         let summary = summary.unwrap_or_else(|| alertname.clone());
         let mut alert = Alert::trigger(alertname, summary).with_severity(severity);
-        for (name, value) in labels.unwrap_or_default() {
+        for (name, value) in labels {
             alert = alert.with_label(name, value);
         }
-        for (name, value) in details.unwrap_or_default() {
+        for (name, value) in details {
             alert = alert.with_detail(name, value);
         }
         Ok(AlertEffect::Alert(if resolve {
@@ -888,11 +941,22 @@ impl PyAlertClient {
     }
 }
 
+impl PyAlertClient {
+    /// The effect `send` describes, for this client's receiver.
+    fn effect(&self, fields: AlertFields) -> PyResult<AlertEffect> {
+        fields.effect(
+            "AlertClient.send",
+            matches!(self.guard, AlertGuard::Slack(_)),
+        )
+    }
+}
+
 /// Alerts through the gate: `kind="alertmanager"` (`url`), `"pagerduty"`
 /// (`routing_key_env`) or `"slack"` (`url_env`), with that configuration's fields.
 #[pyclass(frozen, module = "replaysafe", name = "AlertClient")]
 struct PyAlertClient {
     guard: AlertGuard,
+    routable: Routable,
 }
 
 #[pymethods]
@@ -907,21 +971,28 @@ impl PyAlertClient {
         fields: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let failed = |e: replaysafe_alert::Error| config_error("AlertClient", e.field(), &e);
-        let guard = match kind {
+        let (guard, route, layer) = match kind {
             "alertmanager" => {
                 let (config, layer): (replaysafe_alert::AlertmanagerConfig, _) =
                     client_parts(py, "AlertClient", &[], fields, journal, ledger)?;
-                AlertGuard::Alertmanager(Arc::new(config.build(layer).map_err(failed)?))
+                let guard = AlertGuard::Alertmanager(Arc::new(
+                    config.build(layer.clone()).map_err(failed)?,
+                ));
+                (guard, RouteConfig::Alertmanager(config), layer)
             }
             "pagerduty" => {
                 let (config, layer): (replaysafe_alert::PagerDutyConfig, _) =
                     client_parts(py, "AlertClient", &[], fields, journal, ledger)?;
-                AlertGuard::PagerDuty(Arc::new(config.build(layer).map_err(failed)?))
+                let guard =
+                    AlertGuard::PagerDuty(Arc::new(config.build(layer.clone()).map_err(failed)?));
+                (guard, RouteConfig::Pagerduty(config), layer)
             }
             "slack" => {
                 let (config, layer): (replaysafe_alert::SlackConfig, _) =
                     client_parts(py, "AlertClient", &[], fields, journal, ledger)?;
-                AlertGuard::Slack(Arc::new(config.build(layer).map_err(failed)?))
+                let guard =
+                    AlertGuard::Slack(Arc::new(config.build(layer.clone()).map_err(failed)?));
+                (guard, RouteConfig::Slack(config), layer)
             }
             _ => {
                 return Err(ConfigError::new_err(
@@ -929,7 +1000,10 @@ impl PyAlertClient {
                 ));
             }
         };
-        Ok(PyAlertClient { guard })
+        Ok(PyAlertClient {
+            guard,
+            routable: Routable::new("AlertClient", route, layer),
+        })
     }
 
     /// Raises (or with `resolve=True` resolves) the alert `alertname`; for Slack, posts
@@ -949,7 +1023,9 @@ impl PyAlertClient {
         text: Option<String>,
         raise_on_failure: bool,
     ) -> PyResult<Outcome> {
-        let effect = self.effect(alertname, summary, severity, labels, details, resolve, text)?;
+        let effect = self.effect(AlertFields::new(
+            alertname, summary, severity, labels, details, resolve, text,
+        ))?;
         match (&self.guard, effect) {
             (AlertGuard::Slack(guard), AlertEffect::Slack(message)) => {
                 send_one(py, guard, cx, &message, raise_on_failure)
@@ -980,7 +1056,9 @@ impl PyAlertClient {
         text: Option<String>,
         raise_on_failure: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let effect = self.effect(alertname, summary, severity, labels, details, resolve, text)?;
+        let effect = self.effect(AlertFields::new(
+            alertname, summary, severity, labels, details, resolve, text,
+        ))?;
         match (&self.guard, effect) {
             (AlertGuard::Slack(guard), AlertEffect::Slack(message)) => {
                 send_later(py, guard, cx, message, raise_on_failure)
@@ -1012,31 +1090,55 @@ enum MetricEffects {
     Lines(Vec<replaysafe_metrics::StatsdMetric>),
 }
 
-impl PyMetricClient {
-    /// The effects `send` describes, every one checked before any is sent.
-    fn effects(
-        &self,
+/// What `MetricClient.send` (or `Metrics`) takes, before the receiver is known.
+#[derive(Clone)]
+struct MetricFields {
+    metrics: std::collections::BTreeMap<String, f64>,
+    /// `gauge` or `counter`.
+    kind: String,
+    job: Option<String>,
+    grouping_labels: std::collections::BTreeMap<String, String>,
+}
+
+impl MetricFields {
+    /// The fields as `send` (or `Metrics`) takes them.
+    fn new(
         metrics: std::collections::BTreeMap<String, f64>,
         kind: &str,
         job: Option<String>,
         grouping_labels: Option<std::collections::BTreeMap<String, String>>,
-    ) -> PyResult<MetricEffects> {
+    ) -> Self {
+        MetricFields {
+            metrics,
+            kind: kind.to_owned(),
+            job,
+            grouping_labels: grouping_labels.unwrap_or_default(),
+        }
+    }
+
+    /// Whether the metrics are counters rather than gauges; errors start with `place`.
+    fn counter(&self, place: &str) -> PyResult<bool> {
+        match self.kind.as_str() {
+            "gauge" => Ok(false),
+            "counter" => Ok(true),
+            _ => Err(ConfigError::new_err(format!(
+                "{place}: type: expected gauge or counter"
+            ))),
+        }
+    }
+
+    /// The effects for a Pushgateway (`pushgateway`) or for StatsD, every one checked
+    /// before any is sent; errors start with `place`.
+    fn effects(&self, place: &str, pushgateway: bool) -> PyResult<MetricEffects> {
         use replaysafe_metrics::{Push, Sample, StatsdMetric};
-        let counter = match kind {
-            "gauge" => false,
-            "counter" => true,
-            _ => {
-                return Err(ConfigError::new_err(
-                    "MetricClient.send: type: expected gauge or counter",
-                ));
-            }
-        };
-        if let MetricGuard::Pushgateway(_) = &self.guard {
-            let job = job.ok_or_else(|| {
-                ConfigError::new_err("MetricClient.send: job: required for a Pushgateway")
+        let counter = self.counter(place)?;
+        let metrics = self.metrics.clone();
+        if pushgateway {
+            let job = self.job.clone().ok_or_else(|| {
+                ConfigError::new_err(format!("{place}: job: required for a Pushgateway"))
             })?;
             let mut push = Push::replace(job);
-            for (name, value) in grouping_labels.unwrap_or_default() {
+            for (name, value) in &self.grouping_labels {
                 push = push.with_grouping_label(name, value);
             }
             for (name, value) in metrics {
@@ -1056,7 +1158,7 @@ impl PyMetricClient {
                 }
                 if value.fract() != 0.0 || !value.is_finite() {
                     return Err(ConfigError::new_err(format!(
-                        "MetricClient.send: metrics: a counter's value is a whole number ({name})"
+                        "{place}: metrics: a counter's value is a whole number ({name})"
                     )));
                 }
                 #[allow(clippy::cast_possible_truncation)]
@@ -1067,11 +1169,20 @@ impl PyMetricClient {
     }
 }
 
+impl PyMetricClient {
+    /// The effects `send` describes, for this client's receiver.
+    fn effects(&self, fields: &MetricFields) -> PyResult<MetricEffects> {
+        let pushgateway = matches!(self.guard, MetricGuard::Pushgateway(_));
+        fields.effects("MetricClient.send", pushgateway)
+    }
+}
+
 /// Metrics through the gate: `kind="pushgateway"` (`url`; one group replaced per send)
 /// or `"statsd"` (`host`, `port`; one line per metric), with that configuration's fields.
 #[pyclass(frozen, module = "replaysafe", name = "MetricClient")]
 struct PyMetricClient {
     guard: MetricGuard,
+    routable: Routable,
 }
 
 #[pymethods]
@@ -1086,16 +1197,21 @@ impl PyMetricClient {
         fields: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let failed = |e: replaysafe_metrics::Error| config_error("MetricClient", e.field(), &e);
-        let guard = match kind {
+        let (guard, route, layer) = match kind {
             "pushgateway" => {
                 let (config, layer): (replaysafe_metrics::PushgatewayConfig, _) =
                     client_parts(py, "MetricClient", &[], fields, journal, ledger)?;
-                MetricGuard::Pushgateway(Arc::new(config.build(layer).map_err(failed)?))
+                let guard = MetricGuard::Pushgateway(Arc::new(
+                    config.build(layer.clone()).map_err(failed)?,
+                ));
+                (guard, RouteConfig::Pushgateway(config), layer)
             }
             "statsd" => {
                 let (config, layer): (replaysafe_metrics::StatsdConfig, _) =
                     client_parts(py, "MetricClient", &[], fields, journal, ledger)?;
-                MetricGuard::Statsd(Arc::new(config.build(layer).map_err(failed)?))
+                let guard =
+                    MetricGuard::Statsd(Arc::new(config.build(layer.clone()).map_err(failed)?));
+                (guard, RouteConfig::Statsd(config), layer)
             }
             _ => {
                 return Err(ConfigError::new_err(
@@ -1103,7 +1219,10 @@ impl PyMetricClient {
                 ));
             }
         };
-        Ok(PyMetricClient { guard })
+        Ok(PyMetricClient {
+            guard,
+            routable: Routable::new("MetricClient", route, layer),
+        })
     }
 
     /// Sends `metrics` (name → value): to a Pushgateway as the group `job` (with
@@ -1121,10 +1240,8 @@ impl PyMetricClient {
         grouping_labels: Option<std::collections::BTreeMap<String, String>>,
         raise_on_failure: bool,
     ) -> PyResult<Vec<Outcome>> {
-        match (
-            &self.guard,
-            self.effects(metrics, r#type, job, grouping_labels)?,
-        ) {
+        let fields = MetricFields::new(metrics, r#type, job, grouping_labels);
+        match (&self.guard, self.effects(&fields)?) {
             (MetricGuard::Pushgateway(guard), MetricEffects::Push(push)) => {
                 Ok(vec![send_one(py, guard, cx, &push, raise_on_failure)?])
             }
@@ -1149,7 +1266,7 @@ impl PyMetricClient {
         grouping_labels: Option<std::collections::BTreeMap<String, String>>,
         raise_on_failure: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let effects = self.effects(metrics, r#type, job, grouping_labels)?;
+        let effects = self.effects(&MetricFields::new(metrics, r#type, job, grouping_labels))?;
         let context = cx.inner.clone();
         match (&self.guard, effects) {
             (MetricGuard::Pushgateway(guard), MetricEffects::Push(push)) => {
@@ -1177,137 +1294,6 @@ impl PyMetricClient {
     fn __repr__(&self) -> String {
         "MetricClient(..)".to_owned()
     }
-}
-
-/// A webhook to stage in the outbox: its event type and JSON body.
-#[pyclass(frozen, module = "replaysafe", name = "Webhook")]
-struct PyWebhook {
-    #[pyo3(get)]
-    event_type: String,
-    body: serde_json::Value,
-}
-
-#[pymethods]
-impl PyWebhook {
-    #[new]
-    #[pyo3(signature = (*, event_type, data))]
-    fn new(py: Python<'_>, event_type: String, data: &Bound<'_, PyAny>) -> PyResult<Self> {
-        Ok(PyWebhook {
-            event_type,
-            body: json_value(py, "data", data)?,
-        })
-    }
-
-    fn __repr__(&self) -> String {
-        format!("Webhook(event_type={:?}, ..)", self.event_type)
-    }
-}
-
-/// The staging statement's parameters, the row's key, its status and reasons.
-type StagedParams<'py> = (Vec<Bound<'py, PyAny>>, String, &'static str, Vec<String>);
-
-/// Routes built from routes files, by file, route name and journal, each built once.
-type RoutesByFile = HashMap<(PathBuf, String, Option<PathBuf>), Arc<Route<WebhookClient>>>;
-
-/// The route `name` of the routes file `path` (or REPLAYSAFE_OUTBOX_ROUTES), journaling
-/// to `journal`: the client the worker will deliver with, so staging derives its key.
-fn route_from_file(
-    name: &str,
-    path: Option<PathBuf>,
-    journal: Option<PathBuf>,
-) -> PyResult<Arc<Route<WebhookClient>>> {
-    static ROUTES: OnceLock<std::sync::Mutex<RoutesByFile>> = OnceLock::new();
-    let path = match path {
-        Some(path) => path,
-        None => match std::env::var_os("REPLAYSAFE_OUTBOX_ROUTES") {
-            Some(path) if !path.is_empty() => PathBuf::from(path),
-            _ => {
-                return Err(ConfigError::new_err(
-                    "outbox.stage: routes: none given; pass client=, or routes=PATH, or set REPLAYSAFE_OUTBOX_ROUTES (the worker's routes file)",
-                ));
-            }
-        },
-    };
-    let mut routes = ROUTES
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    // The journal is part of the key: a suppression is journaled where the caller said.
-    let at = (path.clone(), name.to_owned(), journal.clone());
-    if let Some(route) = routes.get(&at) {
-        return Ok(route.clone());
-    }
-    let file = replaysafe::routes::RoutesFile::read(&path)
-        .map_err(|e| ConfigError::new_err(format!("outbox.stage: routes: {}", chain(&e))))?;
-    let config = match file.routes.get(name) {
-        Some(replaysafe::routes::RouteConfig::Webhook(config)) => config,
-        Some(_) => {
-            return Err(ConfigError::new_err(format!(
-                "outbox.stage: route: {name} in {} is not a webhook route (Python stages webhooks)",
-                path.display()
-            )));
-        }
-        None => {
-            return Err(ConfigError::new_err(format!(
-                "outbox.stage: route: {name} is not in {}",
-                path.display()
-            )));
-        }
-    };
-    let guard = build_webhook(config, &GuardLayer::new(open_journal(journal)?))?;
-    let route = Arc::new(
-        Route::new(name, guard)
-            .map_err(|e| ConfigError::new_err(format!("outbox.stage: route: {}", chain(&e))))?,
-    );
-    routes.insert(at, route.clone());
-    Ok(route)
-}
-
-/// The gate at staging, for `outbox.stage`: the staging statement's 31 parameters (None,
-/// bool, int or str, in order) and what staging decided (key, status, reasons). The route
-/// is `client` as `route`, or `route` of the routes file.
-#[pyfunction]
-#[pyo3(signature = (cx, route, client, effect, source_version = 0, routes = None, journal = None, ordering_key = None))]
-#[allow(clippy::too_many_arguments)]
-fn outbox_stage_params<'py>(
-    py: Python<'py>,
-    cx: &Context,
-    route: &str,
-    client: Option<&PyWebhookClient>,
-    effect: &PyWebhook,
-    source_version: i64,
-    routes: Option<PathBuf>,
-    journal: Option<PathBuf>,
-    ordering_key: Option<String>,
-) -> PyResult<StagedParams<'py>> {
-    let route = match client {
-        Some(client) => client.route(route)?,
-        None => route_from_file(route, routes, journal)?,
-    };
-    let webhook = Webhook::json(&effect.event_type, effect.body.clone());
-    let mut options = replaysafe_outbox::StageOptions::new()
-        .version(replaysafe_outbox::SourceVersion(source_version));
-    if let Some(key) = ordering_key {
-        options = options.ordering_key(key);
-    }
-    let (params, staged) = replaysafe_outbox::stage_params(&cx.inner, &route, &webhook, options)
-        .map_err(|e| match e {
-            replaysafe_outbox::OutboxError::InvalidEffect { .. } => {
-                ConfigError::new_err(format!("effect: {}", chain(&e)))
-            }
-            replaysafe_outbox::OutboxError::Invalid { .. } => ConfigError::new_err(chain(&e)),
-            other => Error::new_err(chain(&other)),
-        })?;
-    let values = params
-        .into_iter()
-        .map(|param| match param {
-            StageParam::Bool(b) => pyo3::types::PyBool::new(py, b).to_owned().into_any(),
-            StageParam::Integer(i) => pyo3::types::PyInt::new(py, i).into_any(),
-            StageParam::Text(t) => pyo3::types::PyString::new(py, &t).into_any(),
-            _ => py.None().into_bound(py),
-        })
-        .collect();
-    Ok((values, staged.key, staged.status.as_str(), staged.reasons))
 }
 
 /// The run's context from the environment (REPLAYSAFE_*, AIRFLOW_CTX_*,
@@ -1356,14 +1342,19 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Decision>()?;
     m.add_class::<Outcome>()?;
     m.add_class::<PyWebhookClient>()?;
-    m.add_class::<PyWebhook>()?;
+    m.add_class::<stage::PyWebhook>()?;
+    m.add_class::<stage::PyEmail>()?;
+    m.add_class::<stage::PyTrigger>()?;
+    m.add_class::<stage::PyAlert>()?;
+    m.add_class::<stage::PyMetrics>()?;
+    m.add_class::<stage::PyFileDrop>()?;
     m.add_class::<PyEmailClient>()?;
     m.add_class::<PyTriggerClient>()?;
     m.add_class::<PyAlertClient>()?;
     m.add_class::<PyMetricClient>()?;
     m.add_class::<PySftpClient>()?;
     m.add_class::<gate::PyGate>()?;
-    m.add_function(wrap_pyfunction!(outbox_stage_params, m)?)?;
+    m.add_function(wrap_pyfunction!(stage::outbox_stage_params, m)?)?;
     m.add("SQLITE_STAGE_SQL", replaysafe_outbox::sqlite::STAGE_SQL)?;
     m.add("POSTGRES_STAGE_SQL", replaysafe_outbox::postgres::STAGE_SQL)?;
     m.add_function(wrap_pyfunction!(context, m)?)?;

@@ -7,6 +7,7 @@ import datetime as dt
 import http.server
 import json
 import os
+import subprocess
 import sys
 import threading
 import uuid
@@ -59,6 +60,19 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def command(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Runs the installed `replaysafe` command (the wheel puts it beside the interpreter,
+    in the virtualenv's bin) without the test process's REPLAYSAFE_* variables, plus
+    `env`; it must succeed."""
+    binary = str(Path(sys.executable).parent / "replaysafe")
+    assert os.access(binary, os.X_OK), "the wheel installs replaysafe into the virtualenv"
+    full = {k: v for k, v in os.environ.items() if not k.startswith("REPLAYSAFE_")}
+    full.update(env or {})
+    done = subprocess.run([binary, *args], env=full, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done
 
 
 def rfc3339(t: dt.datetime) -> str:

@@ -4,27 +4,13 @@ by the installed `replaysafe outbox work`."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import replaysafe
-from support import Receiver, env_of, fresh_postgres, records
-
-
-def command(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    # The wheel installs the command beside the interpreter, in the virtualenv's bin.
-    binary = str(Path(sys.executable).parent / "replaysafe")
-    assert os.access(binary, os.X_OK), "the wheel installs replaysafe into the virtualenv"
-    full = {k: v for k, v in os.environ.items() if not k.startswith("REPLAYSAFE_")}
-    full.update(env or {})
-    done = subprocess.run([binary, *args], env=full, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return done
+from support import Receiver, command, env_of, fresh_postgres, records
 
 
 def routes_file(tmp_path: Path, receiver: Receiver) -> Path:

@@ -9,20 +9,25 @@ from typing import Any, final
 
 __version__: str
 __all__ = [
+    "Alert",
     "AlertClient",
     "ConfigError",
     "Context",
     "ContextError",
     "Decision",
     "DeliveryError",
+    "Email",
     "EmailClient",
     "Error",
+    "FileDrop",
     "Gate",
     "MetricClient",
+    "Metrics",
     "Outcome",
     "POSTGRES_STAGE_SQL",
     "SQLITE_STAGE_SQL",
     "SftpClient",
+    "Trigger",
     "TriggerClient",
     "Webhook",
     "WebhookClient",
@@ -321,15 +326,76 @@ class Webhook:
     @property
     def event_type(self) -> str: ...
 
+@final
+class Email:
+    def __new__(
+        cls,
+        *,
+        message_type: str,
+        sender: str,
+        to: list[str],
+        subject: str,
+        text: str,
+        html: str | None = None,
+    ) -> Email: ...
+    @property
+    def message_type(self) -> str: ...
+
+@final
+class Trigger:
+    def __new__(cls, *, name: str, conf: Any = None) -> Trigger: ...
+    @property
+    def name(self) -> str: ...
+
+@final
+class Alert:
+    def __new__(
+        cls,
+        *,
+        alertname: str,
+        summary: str | None = None,
+        severity: str = "error",
+        labels: dict[str, str] | None = None,
+        details: dict[str, str] | None = None,
+        resolve: bool = False,
+        text: str | None = None,
+    ) -> Alert: ...
+    @property
+    def alertname(self) -> str: ...
+
+@final
+class Metrics:
+    def __new__(
+        cls,
+        *,
+        metrics: dict[str, float],
+        type: str = ...,  # "gauge" or "counter"; default "gauge"
+        job: str | None = None,
+        grouping_labels: dict[str, str] | None = None,
+    ) -> Metrics: ...
+
+@final
+class FileDrop:
+    def __new__(
+        cls,
+        *,
+        name: str,
+        data: bytes | None = None,
+        file: str | os.PathLike[str] | None = None,
+        message_type: str = "file_drop",
+    ) -> FileDrop: ...
+    @property
+    def name(self) -> str: ...
+
 def outbox_stage_params(
     cx: Context,
     route: str,
-    client: WebhookClient | None,
-    effect: Webhook,
+    client: WebhookClient | EmailClient | TriggerClient | SftpClient | AlertClient | MetricClient | None,
+    effect: Webhook | Email | Trigger | Alert | Metrics | FileDrop,
     source_version: int = 0,
     routes: str | None = None,
     journal: str | None = None,
     ordering_key: str | None = None,
-) -> tuple[list[None | bool | int | str], str, str, list[str]]: ...
+) -> list[tuple[list[None | bool | int | str], str, str, list[str]]]: ...
 def context(env: dict[str, str] | None = None) -> Context: ...
 def report_json(*journals: str | os.PathLike[str], skip_invalid: bool = False) -> str: ...

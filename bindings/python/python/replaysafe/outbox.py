@@ -13,21 +13,38 @@ import os
 import re as _re
 import sqlite3 as _sqlite3
 from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Union, overload
 
 from replaysafe._native import (
     POSTGRES_STAGE_SQL as _POSTGRES_STAGE_SQL,
     SQLITE_STAGE_SQL as _SQLITE_STAGE_SQL,
+    Alert,
+    AlertClient,
     Context,
-    WebhookClient,
+    Email,
+    EmailClient,
+    FileDrop,
+    MetricClient,
+    Metrics,
+    SftpClient,
+    Trigger,
+    TriggerClient,
     Webhook,
+    WebhookClient,
     outbox_stage_params as _stage_params,
 )
 
-__all__ = ["Staged", "Webhook", "stage"]
+__all__ = ["Alert", "Email", "FileDrop", "Metrics", "Staged", "Trigger", "Webhook", "stage"]
 
 # psycopg's placeholders: $N becomes %(pN)s (a parameter may appear more than once).
 _PSYCOPG_STAGE_SQL = _re.sub(r"\$(\d+)", r"%(p\1)s", _POSTGRES_STAGE_SQL.replace("%", "%%"))
+
+Params = list[Union[None, bool, int, str]]
+"""One row's staging statement parameters, in the statement's order."""
+
+Client = Union[WebhookClient, EmailClient, TriggerClient, SftpClient, AlertClient, MetricClient]
+"""A client object, given as ``client=`` to stage through its configuration."""
 
 
 @dataclass(frozen=True)
@@ -41,19 +58,56 @@ class Staged:
     changed: bool
 
 
+@overload
 def stage(
     conn: Any,
     cx: Context,
     *,
     route: str,
-    effect: Webhook,
-    client: WebhookClient | None = None,
+    effect: Email | Metrics,
+    client: Client | None = None,
     routes: str | os.PathLike[str] | None = None,
     journal: str | os.PathLike[str] | None = None,
     source_version: int = 0,
     ordering_key: str | None = None,
-) -> Staged:
+) -> list[Staged]: ...
+
+
+@overload
+def stage(
+    conn: Any,
+    cx: Context,
+    *,
+    route: str,
+    effect: Webhook | Trigger | Alert | FileDrop,
+    client: Client | None = None,
+    routes: str | os.PathLike[str] | None = None,
+    journal: str | os.PathLike[str] | None = None,
+    source_version: int = 0,
+    ordering_key: str | None = None,
+) -> Staged: ...
+
+
+def stage(
+    conn: Any,
+    cx: Context,
+    *,
+    route: str,
+    effect: Webhook | Email | Trigger | Alert | Metrics | FileDrop,
+    client: Client | None = None,
+    routes: str | os.PathLike[str] | None = None,
+    journal: str | os.PathLike[str] | None = None,
+    source_version: int = 0,
+    ordering_key: str | None = None,
+) -> Staged | list[Staged]:
     """Stages ``effect`` for ``route`` on ``conn``, in the caller's transaction.
+
+    The effect's class is the route's kind: ``Webhook``, ``Email``, ``Trigger``,
+    ``FileDrop`` (SFTP), ``Alert`` (Alertmanager, PagerDuty, Slack) or ``Metrics``
+    (Pushgateway, StatsD); they take what the matching client's ``send`` takes. As that
+    ``send`` returns one ``Outcome`` or a list, ``stage`` returns one ``Staged``, or a list
+    for an ``Email`` (a row per recipient) and ``Metrics`` (one row for a Pushgateway
+    group, a row per metric over StatsD). Every row is checked before any is staged.
 
     The route's client is the one the worker delivers with, so that staging derives the
     key the worker will: by default ``route`` of the worker's routes file (``routes=`` or
@@ -66,7 +120,9 @@ def stage(
     were first staged (``docs/reference/outbox.md``, "Ordering keys"); on PostgreSQL,
     staging a keyed row holds its key until the transaction ends. A malformed key (empty,
     over 200 bytes, a control character) raises ``ConfigError`` and stages nothing."""
-    params, key, status, reasons = _stage_params(
+    # The connection is checked before the gate runs, which journals a suppression.
+    execute = _statement_runner(conn)
+    rows = _stage_params(
         cx,
         route,
         client,
@@ -76,14 +132,32 @@ def stage(
         journal=None if journal is None else os.fspath(journal),
         ordering_key=ordering_key,
     )
+    staged = [
+        Staged(key=key, status=status, reasons=list(reasons), changed=execute(params) > 0)
+        for params, key, status, reasons in rows
+    ]
+    if isinstance(effect, (Email, Metrics)):
+        return staged
+    [one] = staged
+    return one
+
+
+def _statement_runner(conn: Any) -> Callable[[Params], int]:
+    """What runs the staging statement on ``conn``, returning its row count."""
     if isinstance(conn, _sqlite3.Connection):
-        changed = conn.execute(_SQLITE_STAGE_SQL, params).rowcount
-    elif type(conn).__module__.split(".")[0] == "psycopg":  # psycopg 3, not psycopg2
-        named = {f"p{index}": value for index, value in enumerate(params, start=1)}
-        changed = conn.execute(_PSYCOPG_STAGE_SQL, named).rowcount
-    else:
-        raise TypeError(
-            f"conn: a sqlite3.Connection or a psycopg (3) Connection, not "
-            f"{type(conn).__module__}.{type(conn).__name__}"
-        )
-    return Staged(key=key, status=status, reasons=list(reasons), changed=changed > 0)
+
+        def on_sqlite(params: Params) -> int:
+            return int(conn.execute(_SQLITE_STAGE_SQL, params).rowcount)
+
+        return on_sqlite
+    if type(conn).__module__.split(".")[0] == "psycopg":  # psycopg 3, not psycopg2
+
+        def on_psycopg(params: Params) -> int:
+            named = {f"p{index}": value for index, value in enumerate(params, start=1)}
+            return int(conn.execute(_PSYCOPG_STAGE_SQL, named).rowcount)
+
+        return on_psycopg
+    raise TypeError(
+        f"conn: a sqlite3.Connection or a psycopg (3) Connection, not "
+        f"{type(conn).__module__}.{type(conn).__name__}"
+    )
