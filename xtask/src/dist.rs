@@ -18,7 +18,7 @@ use std::process::Command;
 use anyhow::{Context, bail};
 
 use crate::airflow::receiver::Receiver;
-use crate::system::{exec, root, target_dir};
+use crate::system::{exec, output, root, target_dir};
 
 /// The maturin release the wheel is built with.
 const MATURIN_VERSION: &str = "1.16.0";
@@ -332,20 +332,4 @@ fn wheel_names(wheel: &Path) -> anyhow::Result<Vec<String>> {
 
 fn replaysafe_time(time: chrono::DateTime<chrono::Utc>) -> String {
     time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-/// Runs `command` and returns its stdout, failing with its stderr when it fails.
-fn output(command: &mut Command) -> anyhow::Result<String> {
-    let shown = format!("{:?}", command.get_program());
-    let output = command
-        .output()
-        .with_context(|| format!("starting {shown}"))?;
-    if !output.status.success() {
-        bail!(
-            "{shown} {:?} failed: {}",
-            command.get_args().collect::<Vec<_>>(),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }

@@ -33,6 +33,22 @@ pub(crate) fn exec(command: &mut Command) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs `command` and returns its stdout, failing with its stderr when it fails.
+pub(crate) fn output(command: &mut Command) -> anyhow::Result<String> {
+    let shown = format!("{:?}", command.get_program());
+    let output = command
+        .output()
+        .with_context(|| format!("starting {shown}"))?;
+    if !output.status.success() {
+        bail!(
+            "{shown} {:?} failed: {}",
+            command.get_args().collect::<Vec<_>>(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
 /// A `cargo` command.
 pub(crate) fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
