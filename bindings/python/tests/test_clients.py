@@ -63,6 +63,10 @@ def test_a_slack_message_goes_to_the_url_the_variable_holds(
     [(_, _, body)] = receiver.requests
     assert "orders are 3 h late" in json.loads(body)["text"]
     assert receiver.url not in repr(out) + str(out.error)
+    # A severity no alert has is refused for Slack too, before anything is sent.
+    with pytest.raises(replaysafe.ConfigError, match="AlertClient.send: severity"):
+        slack.send(current(), alertname="orders_late", text="late", severity="loud")
+    assert len(receiver.requests) == 1
 
 
 def test_metrics_reach_the_real_pushgateway_and_statsd(tmp_path: Path) -> None:

@@ -72,25 +72,6 @@ pub(super) fn ensure_venv(venv: &Path) -> anyhow::Result<()> {
     )
 }
 
-/// Puts the metadata database (`home/airflow.db`, made by `airflow db migrate`) in WAL
-/// mode, which lasts in the file: readers then never block the one writer, nor it them, so
-/// the processes of the deployment wait for each other far less.
-pub(super) fn use_wal(venv: &Path, home: &Path) -> anyhow::Result<()> {
-    let mode = crate::system::output(
-        Command::new(venv.join("bin/python"))
-            .args([
-                "-c",
-                "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('PRAGMA journal_mode=WAL').fetchone()[0])",
-            ])
-            .arg(home.join("airflow.db")),
-    )?;
-    anyhow::ensure!(
-        mode.trim() == "wal",
-        "the Airflow database stayed in journal mode {mode:?}"
-    );
-    Ok(())
-}
-
 /// Empties (or creates) `dir`.
 pub(super) fn fresh_dir(dir: &Path) -> anyhow::Result<PathBuf> {
     if dir.exists() {
@@ -133,6 +114,9 @@ impl Airflow {
             // scheduler, the dag processor, the API server and the LocalExecutor's task
             // processes all write, and on a loaded 2-core machine a trigger's audit-log
             // INSERT once waited out the 5 s and the API answered 500 "Database error".
+            // (WAL mode was tried and made it worse: a transaction that read before it
+            // writes, as `airflow backfill create` does, then fails at once with "database
+            // is locked" whenever another process wrote in between, without waiting.)
             (
                 "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
                 format!("sqlite:///{}?timeout=60", path(&home.join("airflow.db"))),

@@ -201,8 +201,7 @@ fn drive(steps: &mut Steps, checks: &mut Checks) -> anyhow::Result<()> {
     );
 
     steps.time("airflow db migrate", || {
-        airflow.run_logged(&["db", "migrate"], &logs.join("migrate.log"))?;
-        deployment::use_wal(&venv, &home)
+        airflow.run_logged(&["db", "migrate"], &logs.join("migrate.log"))
     })?;
     let mut deployment = steps.time("start api-server, dag-processor, scheduler", || {
         Deployment::start(&airflow, &logs)
