@@ -147,11 +147,15 @@ fn client_route(client: &Bound<'_, PyAny>, name: &str) -> PyResult<AnyRoute> {
     )))
 }
 
-/// Routes built from routes files, by file, route name and journal, each built once.
-type RoutesByFile = HashMap<(PathBuf, String, Option<PathBuf>), AnyRoute>;
+/// Routes built from routes files, by file, route name and journal, with the file's text
+/// they were built from.
+type RoutesByFile = HashMap<(PathBuf, String, Option<PathBuf>), (String, AnyRoute)>;
 
 /// The route `name` of the routes file `path` (or REPLAYSAFE_OUTBOX_ROUTES), journaling
-/// to `journal`: the client the worker will deliver with, so staging derives its key.
+/// to `journal`: the client the worker will deliver with, so staging derives its key. The
+/// file is read at each staging and the route built again when its text has changed: a
+/// long-lived process that kept an edited route's old client would stage rows under keys
+/// the worker, reading the new file, does not derive, and dead-letters.
 fn route_from_file(
     name: &str,
     path: Option<PathBuf>,
@@ -175,9 +179,14 @@ fn route_from_file(
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     // The journal is part of the key: a suppression is journaled where the caller said.
     let at = (path.clone(), name.to_owned(), journal.clone());
-    if let Some(route) = routes.get(&at) {
+    let text = std::fs::read_to_string(&path).ok();
+    if let (Some(text), Some((seen, route))) = (&text, routes.get(&at))
+        && text == seen
+    {
         return Ok(route.clone());
     }
+    // Read again to parse, with the routes file's own errors; were it changed in between,
+    // the next staging would find the text it built from different and build again.
     let file = replaysafe::routes::RoutesFile::read(&path)
         .map_err(|e| ConfigError::new_err(format!("outbox.stage: routes: {}", chain(&e))))?;
     let Some(config) = file.routes.get(name) else {
@@ -188,7 +197,9 @@ fn route_from_file(
     };
     let layer = GuardLayer::new(open_journal(journal)?);
     let route = AnyRoute::build(&format!("outbox.stage: route {name}"), name, config, &layer)?;
-    routes.insert(at, route.clone());
+    if let Some(text) = text {
+        routes.insert(at, (text, route.clone()));
+    }
     Ok(route)
 }
 

@@ -182,3 +182,33 @@ def test_the_route_comes_from_the_workers_routes_file_by_default(
     monkeypatch.delenv("REPLAYSAFE_OUTBOX_ROUTES")
     with pytest.raises(replaysafe.ConfigError, match="REPLAYSAFE_OUTBOX_ROUTES"):
         replaysafe.outbox.stage(sqlite3.connect(db), cx, route="partner", effect=effect)
+
+
+def test_an_edited_routes_file_is_followed_by_the_next_staging(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    db, journal = tmp_path / "outbox.db", tmp_path / "journal.jsonl"
+    command("outbox", "init", "--database", f"sqlite:{db}")
+    routes = routes_file(tmp_path, receiver)
+    cx = replaysafe.context(env=env_of("scheduled", "scheduled__2026-12-01T00:00:00+00:00"))
+    effect = replaysafe.Webhook(event_type="orders.published", data={"orders": 5})
+    conn = sqlite3.connect(db)
+    with conn:
+        before = replaysafe.outbox.stage(conn, cx, route="partner", effect=effect, routes=routes,
+                                         journal=journal)
+    # The operator moves the partner to another endpoint; this process stays up.
+    moved = Receiver()
+    try:
+        routes_file(tmp_path, moved)
+        with conn:
+            after = replaysafe.outbox.stage(conn, cx, route="partner", effect=effect, routes=routes,
+                                            journal=journal)
+        assert after.key != before.key, "the endpoint is part of the key"
+        conn.close()
+        command("outbox", "work", "--database", f"sqlite:{db}", "--routes", str(routes),
+                "--journal", str(journal), "--drain")
+        # The worker reads the same new file: the row staged after the edit is delivered.
+        assert [h["idempotency-key"].strip('"') for _, h, _ in moved.requests] == [after.key]
+        assert receiver.requests == []
+    finally:
+        moved.close()
