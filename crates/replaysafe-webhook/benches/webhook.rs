@@ -264,6 +264,25 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
+/// Reports one race of `webhooks` webhooks a side: the guarded side's rate as
+/// `names[0]` and raw reqwest's as `names[1]`, both in `unit`, and the first against the
+/// second as the ratio `names[2]`, whose baseline `baseline` describes.
+fn race_figures<'r>(
+    report: &'r mut Report,
+    names: [&str; 3],
+    webhooks: usize,
+    (guarded, raw): (Duration, Duration),
+    unit: &str,
+    baseline: &str,
+) -> &'r mut Report {
+    let [guarded_name, raw_name, ratio_name] = names;
+    let (guarded_rate, raw_rate) = (per_second(webhooks, guarded), per_second(webhooks, raw));
+    report
+        .figure(guarded_name, guarded_rate, unit)
+        .figure(raw_name, raw_rate, unit)
+        .ratio(ratio_name, guarded_rate / raw_rate, baseline)
+}
+
 /// Calls of one kind and the time they took.
 #[derive(Debug, Default)]
 struct Tally {
@@ -414,25 +433,19 @@ fn postgres_journal(
     });
 
     let webhooks = SLOW_CHUNKS * SLOW_CHUNK;
-    let guarded_rate = per_second(webhooks, guarded_best);
-    let raw_rate = per_second(webhooks, raw_best);
-    report
-        .figure(
+    race_figures(
+        report,
+        [
             "webhook.postgres_journal.guarded.deliveries_per_second",
-            guarded_rate,
-            "webhooks/s (receiver answering after 5 ms, one in flight)",
-        )
-        .figure(
             "webhook.postgres_journal.raw_reqwest.deliveries_per_second",
-            raw_rate,
-            "webhooks/s (receiver answering after 5 ms, one in flight)",
-        )
-        .ratio(
             "webhook.postgres_journal.guarded_vs_raw_throughput",
-            guarded_rate / raw_rate,
-            "raw reqwest, same requests and client settings, receiver answering after 5 ms, one request in flight",
-        )
-        .figure(
+        ],
+        webhooks,
+        (guarded_best, raw_best),
+        "webhooks/s (receiver answering after 5 ms, one in flight)",
+        "raw reqwest, same requests and client settings, receiver answering after 5 ms, one request in flight",
+    )
+    .figure(
             "webhook.postgres_journal.added_ms_per_delivery",
             (guarded_best.as_secs_f64() - raw_best.as_secs_f64()) * 1e3 / webhooks as f64,
             "ms/delivery (guarded minus raw)",
@@ -556,25 +569,19 @@ fn compare(subjects: &Subjects<'_>, in_flight: usize) -> Times {
 /// One delivery in flight.
 fn one_in_flight(report: &mut Report, subjects: &Subjects<'_>) {
     let times = compare(subjects, 1);
-    let guarded_rate = per_second(WEBHOOKS, times.guarded);
-    let raw_rate = per_second(WEBHOOKS, times.raw);
-    report
-        .figure(
+    race_figures(
+        report,
+        [
             "webhook.guarded.deliveries_per_second",
-            guarded_rate,
-            "webhooks/s",
-        )
-        .figure(
             "webhook.raw_reqwest.deliveries_per_second",
-            raw_rate,
-            "webhooks/s",
-        )
-        .ratio(
             "webhook.guarded_vs_raw_throughput",
-            guarded_rate / raw_rate,
-            "raw reqwest, same requests and client settings",
-        )
-        .ratio(
+        ],
+        WEBHOOKS,
+        (times.guarded, times.raw),
+        "webhooks/s",
+        "raw reqwest, same requests and client settings",
+    )
+    .ratio(
             "webhook.guarded_no_journal_vs_raw_throughput",
             per_second(WEBHOOKS, times.unjournaled) / per_second(WEBHOOKS, times.raw_again),
             "raw reqwest, interleaved with the guard on a journal that keeps nothing",
@@ -590,25 +597,19 @@ fn one_in_flight(report: &mut Report, subjects: &Subjects<'_>) {
 /// that run together are written together (group commit).
 fn in_flight_8(report: &mut Report, subjects: &Subjects<'_>) {
     let times = compare(subjects, IN_FLIGHT);
-    let guarded_rate = per_second(WEBHOOKS, times.guarded);
-    let raw_rate = per_second(WEBHOOKS, times.raw);
-    report
-        .figure(
+    race_figures(
+        report,
+        [
             "webhook.guarded.in_flight_8.deliveries_per_second",
-            guarded_rate,
-            "webhooks/s",
-        )
-        .figure(
             "webhook.raw_reqwest.in_flight_8.deliveries_per_second",
-            raw_rate,
-            "webhooks/s",
-        )
-        .ratio(
             "webhook.guarded_vs_raw_throughput_in_flight_8",
-            guarded_rate / raw_rate,
-            "raw reqwest, same requests and client settings, 8 in flight on both sides, interleaved; target >= 0.95",
-        )
-        .ratio(
+        ],
+        WEBHOOKS,
+        (times.guarded, times.raw),
+        "webhooks/s",
+        "raw reqwest, same requests and client settings, 8 in flight on both sides, interleaved; target >= 0.95",
+    )
+    .ratio(
             "webhook.guarded_no_journal_vs_raw_throughput_in_flight_8",
             per_second(WEBHOOKS, times.unjournaled) / per_second(WEBHOOKS, times.raw_again),
             "raw reqwest, 8 in flight on both sides, interleaved with the guard on a journal that keeps nothing",
@@ -693,25 +694,18 @@ fn in_flight_8_at_a_partners_pace(
     }
     .run(&guarded);
     journal.flush().expect("flush the journal");
-    let webhooks = SLOW_CHUNKS * PARTNER_CHUNK;
-    let guarded_rate = per_second(webhooks, guarded_best);
-    let raw_rate = per_second(webhooks, raw_best);
-    report
-        .figure(
+    race_figures(
+        report,
+        [
             "webhook.receiver_1ms.guarded.in_flight_8.deliveries_per_second",
-            guarded_rate,
-            "webhooks/s (receiver answering after 1 ms, 8 in flight)",
-        )
-        .figure(
             "webhook.receiver_1ms.raw_reqwest.in_flight_8.deliveries_per_second",
-            raw_rate,
-            "webhooks/s (receiver answering after 1 ms, 8 in flight)",
-        )
-        .ratio(
             "webhook.receiver_1ms.guarded_vs_raw_throughput_in_flight_8",
-            guarded_rate / raw_rate,
-            "raw reqwest, same requests and client settings, receiver on loopback answering after 1 ms, 8 in flight on both sides, interleaved",
-        );
+        ],
+        SLOW_CHUNKS * PARTNER_CHUNK,
+        (guarded_best, raw_best),
+        "webhooks/s (receiver answering after 1 ms, 8 in flight)",
+        "raw reqwest, same requests and client settings, receiver on loopback answering after 1 ms, 8 in flight on both sides, interleaved",
+    );
 }
 
 fn main() {
