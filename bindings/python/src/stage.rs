@@ -362,8 +362,9 @@ impl PyMetrics {
 }
 
 /// A file drop to stage, as `SftpClient.send` takes it: `data` travels in the row; `file`
-/// is staged as its absolute path and read when the row is delivered (a file changed since
-/// staging fails the delivery, and nothing appears under the final name).
+/// is staged as its absolute path (`FileDrop::from_file` holds it so) and read when the
+/// row is delivered (a file changed since staging fails the delivery, and nothing appears
+/// under the final name).
 #[pyclass(frozen, module = "replaysafe", name = "FileDrop")]
 pub(crate) struct PyFileDrop {
     #[pyo3(get)]
@@ -381,12 +382,6 @@ impl PyFileDrop {
         file: Option<PathBuf>,
         message_type: &str,
     ) -> PyResult<Self> {
-        let file = file
-            .map(|file| {
-                std::path::absolute(&file)
-                    .map_err(|e| ConfigError::new_err(format!("FileDrop: file: {e}")))
-            })
-            .transpose()?;
         let drop = crate::file_drop("FileDrop", &name, data, file, message_type)?;
         Ok(PyFileDrop { name, drop })
     }

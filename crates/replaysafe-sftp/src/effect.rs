@@ -72,7 +72,9 @@ impl FileDrop {
     /// A drop of the local file at `path`, streamed when delivered.
     ///
     /// The file is read once now to compute its digest; if it changes before the upload
-    /// ends, the upload fails (permanently) and nothing appears under the final name.
+    /// ends, the upload fails (permanently) and nothing appears under the final name. A
+    /// relative `path` is held as the absolute path it names now, so that a drop staged in
+    /// an outbox is found by a worker running in another folder.
     ///
     /// # Errors
     ///
@@ -84,6 +86,9 @@ impl FileDrop {
     ) -> Result<Self, Error> {
         let path = path.into();
         let digest = digest_file(&path)?;
+        // After the digest, so that a path that cannot be made absolute (an empty one)
+        // is told as the file that cannot be read.
+        let path = std::path::absolute(&path).unwrap_or(path);
         Ok(FileDrop {
             message_type: message_type.into(),
             name_template: name_template.into(),
@@ -286,5 +291,21 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         let error = serde_json::from_str::<FileDrop>(&json).unwrap_err();
         assert!(!error.to_string().is_empty());
+    }
+
+    /// A relative path is held, and staged, as the absolute path it names: a worker in
+    /// another folder reads the same file.
+    #[test]
+    fn a_relative_path_is_held_as_the_absolute_one() {
+        let here = std::env::current_dir().unwrap();
+        let file = tempfile::Builder::new()
+            .prefix("file-drop-relative")
+            .tempfile_in(&here)
+            .unwrap();
+        let name = file.path().file_name().unwrap();
+        let drop = FileDrop::from_file("orders_export", "orders.csv", name).unwrap();
+        assert_eq!(drop.path(), Some(here.join(name).as_path()));
+        let json = serde_json::to_string(&drop).unwrap();
+        assert!(json.contains(&*here.to_string_lossy()), "{json}");
     }
 }
