@@ -179,16 +179,26 @@ fn route_from_file(
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     // The journal is part of the key: a suppression is journaled where the caller said.
     let at = (path.clone(), name.to_owned(), journal.clone());
-    let text = std::fs::read_to_string(&path).ok();
-    if let (Some(text), Some((seen, route))) = (&text, routes.get(&at))
-        && text == seen
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        ConfigError::new_err(format!(
+            "outbox.stage: routes: reading {}: {e}",
+            path.display()
+        ))
+    })?;
+    if let Some((seen, route)) = routes.get(&at)
+        && *seen == text
     {
         return Ok(route.clone());
     }
-    // Read again to parse, with the routes file's own errors; were it changed in between,
-    // the next staging would find the text it built from different and build again.
-    let file = replaysafe::routes::RoutesFile::read(&path)
-        .map_err(|e| ConfigError::new_err(format!("outbox.stage: routes: {}", chain(&e))))?;
+    // The text read above, parsed as `RoutesFile::read` parses a file's, its errors after
+    // the file's name as there.
+    let file = replaysafe::routes::RoutesFile::parse(&text).map_err(|e| {
+        ConfigError::new_err(format!(
+            "outbox.stage: routes: {}: {}",
+            path.display(),
+            chain(&e)
+        ))
+    })?;
     let Some(config) = file.routes.get(name) else {
         return Err(ConfigError::new_err(format!(
             "outbox.stage: route: {name} is not in {}",
@@ -197,9 +207,7 @@ fn route_from_file(
     };
     let layer = GuardLayer::new(open_journal(journal)?);
     let route = AnyRoute::build(&format!("outbox.stage: route {name}"), name, config, &layer)?;
-    if let Some(text) = text {
-        routes.insert(at, (text, route.clone()));
-    }
+    routes.insert(at, (text, route.clone()));
     Ok(route)
 }
 
@@ -440,8 +448,10 @@ impl<'a> Effect<'a> {
 /// One row's staging statement parameters, its key, its status and its reasons.
 type StagedParams<'py> = (Vec<Bound<'py, PyAny>>, String, &'static str, Vec<String>);
 
-/// The rows of `effects` on `route`: every effect described first, so that an invalid one
-/// stages and journals nothing; then each row's parameters, a suppressed row journaled.
+/// The rows of `effects` on `route`, each row's parameters computed in turn (a suppressed
+/// row journaled then). Several effects are all described first, so that an invalid one
+/// after the first stages and journals nothing; a lone effect is described once, by
+/// `stage_params`, before anything is journaled.
 fn rows<'py, C>(
     py: Python<'py>,
     cx: &ReplayContext,
@@ -454,17 +464,19 @@ where
     C::Effect: Serialize + DeserializeOwned,
     C::Error: std::error::Error + 'static,
 {
-    for effect in effects {
-        route.guard().preview(cx, effect).map_err(|e| {
-            let cause = match &e {
-                replaysafe_core::SendError::Invalid(inner) => chain(inner),
-                other => chain(other),
-            };
-            ConfigError::new_err(format!(
-                "effect: invalid effect for route {}: {cause}",
-                route.name()
-            ))
-        })?;
+    if effects.len() > 1 {
+        for effect in effects {
+            route.guard().preview(cx, effect).map_err(|e| {
+                let cause = match &e {
+                    replaysafe_core::SendError::Invalid(inner) => chain(inner),
+                    other => chain(other),
+                };
+                ConfigError::new_err(format!(
+                    "effect: invalid effect for route {}: {cause}",
+                    route.name()
+                ))
+            })?;
+        }
     }
     effects
         .iter()

@@ -7,6 +7,7 @@ import datetime as dt
 import http.server
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 import replaysafe
+from replaysafe.outbox import Staged
 
 
 class Receiver:
@@ -177,3 +179,43 @@ def connections_to(port: int) -> set[int]:
         if inode in inodes and state == "01" and int(remote.split(":")[1], 16) == port:
             ports.add(int(local.split(":")[1], 16))
     return ports
+
+
+One = replaysafe.Webhook | replaysafe.Trigger | replaysafe.Alert | replaysafe.FileDrop
+Several = replaysafe.Email | replaysafe.Metrics
+
+
+class Outbox:
+    """A SQLite outbox, its routes file and its journal, and the worker that drains it."""
+
+    def __init__(self, tmp_path: Path, routes: dict[str, dict[str, object]]) -> None:
+        self.db = tmp_path / "outbox.db"
+        self.journal = tmp_path / "journal.jsonl"
+        self.routes = tmp_path / "routes.json"
+        self.set_routes(routes)
+        command("outbox", "init", "--database", f"sqlite:{self.db}")
+        self.conn = sqlite3.connect(self.db)
+
+    def set_routes(self, routes: dict[str, dict[str, object]]) -> None:
+        """Writes the routes file: route name to client configuration."""
+        self.routes.write_text(json.dumps({"routes": routes}))
+
+    def stage(self, cx: replaysafe.Context, route: str, effect: One) -> Staged:
+        """Stages an effect of one row, in a transaction of its own."""
+        with self.conn:
+            return replaysafe.outbox.stage(self.conn, cx, route=route, effect=effect,
+                                           routes=self.routes, journal=self.journal)
+
+    def stage_rows(self, cx: replaysafe.Context, route: str, effect: Several) -> list[Staged]:
+        """Stages an effect of several rows, in a transaction of its own."""
+        with self.conn:
+            return replaysafe.outbox.stage(self.conn, cx, route=route, effect=effect,
+                                           routes=self.routes, journal=self.journal)
+
+    def statuses(self) -> dict[str, str]:
+        """Each row's status, by key."""
+        return dict(self.conn.execute("SELECT idempotency_key, status FROM replaysafe_outbox"))
+
+    def work(self, env: dict[str, str] | None = None) -> None:
+        command("outbox", "work", "--database", f"sqlite:{self.db}", "--routes", str(self.routes),
+                "--journal", str(self.journal), "--drain", env=env)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import replaysafe
-from support import Receiver, command, env_of, fresh_postgres, records
+from support import Outbox, Receiver, command, env_of, fresh_postgres, records
 
 
 def routes_file(tmp_path: Path, receiver: Receiver) -> Path:
@@ -187,28 +187,26 @@ def test_the_route_comes_from_the_workers_routes_file_by_default(
 def test_an_edited_routes_file_is_followed_by_the_next_staging(
     receiver: Receiver, tmp_path: Path
 ) -> None:
-    db, journal = tmp_path / "outbox.db", tmp_path / "journal.jsonl"
-    command("outbox", "init", "--database", f"sqlite:{db}")
-    routes = routes_file(tmp_path, receiver)
+    def partner(at: Receiver) -> dict[str, dict[str, object]]:
+        return {"partner": {"kind": "webhook", "url": at.url, "allow_hosts": ["127.0.0.1"]}}
+
+    outbox = Outbox(tmp_path, partner(receiver))
     cx = replaysafe.context(env=env_of("scheduled", "scheduled__2026-12-01T00:00:00+00:00"))
     effect = replaysafe.Webhook(event_type="orders.published", data={"orders": 5})
-    conn = sqlite3.connect(db)
-    with conn:
-        before = replaysafe.outbox.stage(conn, cx, route="partner", effect=effect, routes=routes,
-                                         journal=journal)
+    before = outbox.stage(cx, "partner", effect)
     # The operator moves the partner to another endpoint; this process stays up.
     moved = Receiver()
     try:
-        routes_file(tmp_path, moved)
-        with conn:
-            after = replaysafe.outbox.stage(conn, cx, route="partner", effect=effect, routes=routes,
-                                            journal=journal)
+        outbox.set_routes(partner(moved))
+        after = outbox.stage(cx, "partner", effect)
         assert after.key != before.key, "the endpoint is part of the key"
-        conn.close()
-        command("outbox", "work", "--database", f"sqlite:{db}", "--routes", str(routes),
-                "--journal", str(journal), "--drain")
-        # The worker reads the same new file: the row staged after the edit is delivered.
+        outbox.work()
+        # The worker reads the same new file: the row staged after the edit goes to the new
+        # endpoint; the one staged before it is dead-lettered, not sent under another key.
         assert [h["idempotency-key"].strip('"') for _, h, _ in moved.requests] == [after.key]
         assert receiver.requests == []
+        assert outbox.statuses() == {before.key: "dead", after.key: "delivered"}
+        assert any(r["decision"] == "failed" and "key_mismatch" in r["reasons"]
+                   for r in records(outbox.journal))
     finally:
         moved.close()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import socket
-import sqlite3
 import urllib.request
 import uuid
 from pathlib import Path
@@ -15,44 +14,7 @@ from pathlib import Path
 import pytest
 
 import replaysafe
-from replaysafe.outbox import Staged
-from support import Receiver, backfill, command, current, fresh_postgres, records, server
-
-One = replaysafe.Webhook | replaysafe.Trigger | replaysafe.Alert | replaysafe.FileDrop
-Several = replaysafe.Email | replaysafe.Metrics
-
-
-class Outbox:
-    """A SQLite outbox, its routes file and its journal, and the worker that drains it."""
-
-    def __init__(self, tmp_path: Path, routes: dict[str, dict[str, object]]) -> None:
-        self.db = tmp_path / "outbox.db"
-        self.journal = tmp_path / "journal.jsonl"
-        self.routes = tmp_path / "routes.json"
-        self.routes.write_text(json.dumps({"routes": routes}))
-        command("outbox", "init", "--database", f"sqlite:{self.db}")
-        self.conn = sqlite3.connect(self.db)
-
-    def stage(self, cx: replaysafe.Context, route: str, effect: One) -> Staged:
-        """Stages an effect of one row, in a transaction of its own."""
-        with self.conn:
-            return replaysafe.outbox.stage(self.conn, cx, route=route, effect=effect,
-                                           routes=self.routes, journal=self.journal)
-
-    def stage_rows(self, cx: replaysafe.Context, route: str, effect: Several) -> list[Staged]:
-        """Stages an effect of several rows, in a transaction of its own."""
-        with self.conn:
-            return replaysafe.outbox.stage(self.conn, cx, route=route, effect=effect,
-                                           routes=self.routes, journal=self.journal)
-
-    def statuses(self) -> dict[str, str]:
-        """Each row's status, by key."""
-        return dict(self.conn.execute("SELECT idempotency_key, status FROM replaysafe_outbox"))
-
-    def work(self, env: dict[str, str] | None = None) -> None:
-        command("outbox", "work", "--database", f"sqlite:{self.db}", "--routes", str(self.routes),
-                "--journal", str(self.journal), "--drain", env=env)
-
+from support import Outbox, Receiver, backfill, command, current, fresh_postgres, records, server
 
 def arrived(maildir: Path, subject: str) -> int:
     return sum(1 for p in maildir.rglob("*") if p.is_file() and subject in p.read_text(errors="replace"))
