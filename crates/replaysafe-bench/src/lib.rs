@@ -215,10 +215,10 @@ impl ThreadCpu {
     /// before any run).
     pub fn per_operation(&self, per_run: usize) -> Duration {
         let operations = self.runs.get() * per_run;
-        match u32::try_from(operations) {
-            Ok(operations) if operations > 0 => self.cpu.get() / operations,
-            _ => Duration::ZERO,
+        if operations == 0 {
+            return Duration::ZERO;
         }
+        Duration::from_secs_f64(self.cpu.get().as_secs_f64() / operations as f64)
     }
 
     /// The share of the time that passed during the runs in which the thread was on a

@@ -243,8 +243,7 @@ impl Race<'_> {
 
     /// [`Race::warm`], then [`Race::time`].
     fn run(&self, guarded: &Guard<WebhookClient>) -> (Duration, Duration) {
-        self.warm(guarded);
-        self.time(guarded)
+        self.run_counted(guarded, &ThreadCpu::default(), &ThreadCpu::default())
     }
 
     /// [`Race::warm`], then [`Race::time_counted`].
