@@ -350,19 +350,25 @@ fn config_error(
 /// The journal a client writes to: `journal=` or REPLAYSAFE_JOURNAL, a JSON Lines file,
 /// `sqlite:PATH` or `postgres://…` (password from PGPASSWORD, never shown).
 fn open_journal(journal: Option<PathBuf>) -> PyResult<Arc<dyn Journal>> {
-    let path = match journal {
-        Some(path) => path,
-        None => match std::env::var_os("REPLAYSAFE_JOURNAL") {
-            Some(path) if !path.is_empty() => PathBuf::from(path),
-            _ => {
-                return Err(ConfigError::new_err(
-                    "journal: none given; pass journal=PATH or set REPLAYSAFE_JOURNAL (every decision is journaled)",
-                ));
-            }
-        },
-    };
+    let path = given_or_env(
+        journal,
+        "REPLAYSAFE_JOURNAL",
+        "journal: none given; pass journal=PATH or set REPLAYSAFE_JOURNAL (every decision is journaled)",
+    )?;
     replaysafe_outbox::named::open_journal(&path)
         .map_err(|e| ConfigError::new_err(format!("journal: {}", chain(&e))))
+}
+
+/// `given`, or else the path the environment variable `variable` holds; neither (or an
+/// empty variable) is a `ConfigError` saying `missing`.
+fn given_or_env(given: Option<PathBuf>, variable: &str, missing: &str) -> PyResult<PathBuf> {
+    match given {
+        Some(path) => Ok(path),
+        None => match std::env::var_os(variable) {
+            Some(path) if !path.is_empty() => Ok(PathBuf::from(path)),
+            _ => Err(ConfigError::new_err(missing.to_owned())),
+        },
+    }
 }
 
 /// A JSON value from a Python object, through Python's own `json` module.

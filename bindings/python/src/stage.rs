@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 
 use crate::{
     AlertEffect, AlertFields, ConfigError, Context, Error, MetricEffects, MetricFields, chain,
-    config_error, json_value, open_journal,
+    config_error, given_or_env, json_value, open_journal,
 };
 
 /// A route of any kind, built as the worker builds it from its routes file.
@@ -162,17 +162,11 @@ fn route_from_file(
     journal: Option<PathBuf>,
 ) -> PyResult<AnyRoute> {
     static ROUTES: OnceLock<Mutex<RoutesByFile>> = OnceLock::new();
-    let path = match path {
-        Some(path) => path,
-        None => match std::env::var_os("REPLAYSAFE_OUTBOX_ROUTES") {
-            Some(path) if !path.is_empty() => PathBuf::from(path),
-            _ => {
-                return Err(ConfigError::new_err(
-                    "outbox.stage: routes: none given; pass client=, or routes=PATH, or set REPLAYSAFE_OUTBOX_ROUTES (the worker's routes file)",
-                ));
-            }
-        },
-    };
+    let path = given_or_env(
+        path,
+        "REPLAYSAFE_OUTBOX_ROUTES",
+        "outbox.stage: routes: none given; pass client=, or routes=PATH, or set REPLAYSAFE_OUTBOX_ROUTES (the worker's routes file)",
+    )?;
     let mut routes = ROUTES
         .get_or_init(Default::default)
         .lock()
