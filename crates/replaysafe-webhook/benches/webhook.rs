@@ -6,6 +6,9 @@
 //! lock after looking the key up) and the `delivered` line. Every guarded webhook has an
 //! event type, so a key, of its own: the ledger suppresses a key delivered before.
 //! Requests are unsigned on both sides so that they carry the same headers and bytes.
+//! Beside them, raw reqwest that waits for a round trip to another thread before each
+//! request, against raw reqwest: the least a journal written by a thread of its own
+//! would cost, since a delivery's `attempting` line must be out before its request starts.
 //!
 //! Then the same comparison with the journal in PostgreSQL (`PostgresJournal`, in a
 //! fresh database of the server `REPLAYSAFE_TEST_POSTGRES_URL` names; `cargo xtask
@@ -127,7 +130,39 @@ async fn guarded_chunk(
         .await;
 }
 
-/// The same requests with raw reqwest, `in_flight` at a time.
+/// A thread that answers at once every request handed to it: the least a journal written
+/// by a thread of its own would cost a delivery (one round trip to that thread before the
+/// request starts), without any of the writing.
+struct Handoff {
+    requests: std::sync::mpsc::Sender<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Handoff {
+    fn start() -> Self {
+        let (requests, arrivals) = std::sync::mpsc::channel::<tokio::sync::oneshot::Sender<()>>();
+        std::thread::spawn(move || {
+            // Everything waiting is answered before the thread sleeps again, as a writer
+            // thread would write everything waiting in one batch.
+            while let Ok(first) = arrivals.recv() {
+                let _ = first.send(());
+                while let Ok(next) = arrivals.try_recv() {
+                    let _ = next.send(());
+                }
+            }
+        });
+        Handoff { requests }
+    }
+
+    /// Hands a request to the thread and waits for its answer.
+    async fn round_trip(&self) {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        self.requests.send(answer).expect("the handoff thread runs");
+        answered.await.expect("the handoff thread answers");
+    }
+}
+
+/// The same requests with raw reqwest, `in_flight` at a time; with `handoff`, each
+/// request starts after a round trip to its thread.
 async fn raw_chunk(
     client: &reqwest::Client,
     url: &str,
@@ -135,10 +170,14 @@ async fn raw_chunk(
     in_flight: usize,
     first: usize,
     count: usize,
+    handoff: Option<&Handoff>,
 ) {
     use futures_util::StreamExt;
     futures_util::stream::iter(first..first + count)
         .map(|index| async move {
+            if let Some(handoff) = handoff {
+                handoff.round_trip().await;
+            }
             let mut response = client
                 .post(url)
                 .header("content-type", "application/json")
@@ -185,6 +224,11 @@ impl Race<'_> {
 
     /// Sends chunk `n` with raw reqwest, at this race's pace.
     fn raw_side(&self) -> impl FnMut(usize) + '_ {
+        self.raw_side_handing_off(None)
+    }
+
+    /// [`Race::raw_side`], each request after a round trip to `handoff`'s thread.
+    fn raw_side_handing_off<'h>(&'h self, handoff: Option<&'h Handoff>) -> impl FnMut(usize) + 'h {
         move |n| {
             self.runtime.block_on(raw_chunk(
                 self.raw,
@@ -193,8 +237,20 @@ impl Race<'_> {
                 self.in_flight,
                 n * self.chunk,
                 self.chunk,
+                handoff,
             ))
         }
+    }
+
+    /// Times raw reqwest handing each request to `handoff`'s thread first against raw
+    /// reqwest, interleaved.
+    fn time_handoff(&self, handoff: &Handoff) -> (Duration, Duration) {
+        interleaved_chunks(
+            self.chunks,
+            self.repeats,
+            self.raw_side_handing_off(Some(handoff)),
+            self.raw_side(),
+        )
     }
 
     /// Sends one chunk with `guarded` and with raw reqwest, to open their connections.
@@ -501,6 +557,10 @@ struct Times {
     raw_again: Duration,
     durable: Duration,
     free: Duration,
+    /// Raw reqwest with a round trip to another thread before each request, against raw
+    /// reqwest interleaved: the least a journal written by a thread of its own would cost.
+    handed_off: Duration,
+    raw_beside_handoff: Duration,
     /// What a delivery cost the client's thread, on average over every run: the guard on
     /// its durable journal, on a journal that keeps nothing, and raw reqwest.
     guarded_cpu: Duration,
@@ -517,6 +577,11 @@ impl Times {
     /// against each other, not each against raw reqwest at another moment.
     fn journal_cost_per_delivery(&self) -> f64 {
         (self.durable.as_secs_f64() - self.free.as_secs_f64()) * 1e6 / WEBHOOKS as f64
+    }
+
+    /// Raw reqwest handing each request to another thread first, against raw reqwest.
+    fn handoff_vs_raw(&self) -> f64 {
+        self.raw_beside_handoff.as_secs_f64() / self.handed_off.as_secs_f64()
     }
 }
 
@@ -549,6 +614,7 @@ fn compare(subjects: &Subjects<'_>, in_flight: usize) -> Times {
     let (unjournaled_best, raw_again_best) =
         race.run_counted(unjournaled, &unjournaled_cpu, &ThreadCpu::default());
     let (durable, free) = race.time_guards(guarded, unjournaled);
+    let (handed_off, raw_beside_handoff) = race.time_handoff(&Handoff::start());
     let per_delivery = |spent: &ThreadCpu| spent.per_operation(CHUNK);
     Times {
         guarded: guarded_best,
@@ -557,6 +623,8 @@ fn compare(subjects: &Subjects<'_>, in_flight: usize) -> Times {
         raw_again: raw_again_best,
         durable,
         free,
+        handed_off,
+        raw_beside_handoff,
         guarded_cpu: per_delivery(&guarded_cpu),
         unjournaled_cpu: per_delivery(&unjournaled_cpu),
         raw_cpu: per_delivery(&raw_cpu),
@@ -589,6 +657,11 @@ fn one_in_flight(report: &mut Report, subjects: &Subjects<'_>) {
             "webhook.durable_journal_cost_per_delivery",
             times.journal_cost_per_delivery(),
             "µs/delivery (the guard on its durable journal against the guard on one that keeps nothing, interleaved)",
+        )
+        .ratio(
+            "webhook.raw_reqwest_thread_handoff_vs_raw_throughput",
+            times.handoff_vs_raw(),
+            "raw reqwest, interleaved with raw reqwest that first waits for a round trip to a thread answering at once (the floor of a journal written by a thread of its own)",
         );
 }
 
@@ -617,6 +690,11 @@ fn in_flight_8(report: &mut Report, subjects: &Subjects<'_>) {
             "webhook.durable_journal_cost_per_delivery_in_flight_8",
             times.journal_cost_per_delivery(),
             "µs/delivery (the guard on its durable journal against the guard on one that keeps nothing, interleaved, 8 in flight)",
+        )
+        .ratio(
+            "webhook.raw_reqwest_thread_handoff_vs_raw_throughput_in_flight_8",
+            times.handoff_vs_raw(),
+            "raw reqwest, 8 in flight, interleaved with raw reqwest that first waits for a round trip to a thread answering at once (the floor of a journal written by a thread of its own)",
         );
     // Where the ratio comes from: when the client's thread is on a CPU all the time, each
     // side's rate is that thread's CPU time a delivery, and 0.95× leaves the guard and
