@@ -27,14 +27,22 @@ const PROVIDERS: [(&str, &str); 3] = [
     ("apache-airflow-providers-slack", "9.11.1"),
 ];
 
-/// Makes `venv` a virtualenv holding apache-airflow [`VERSION`] and [`PROVIDERS`] (smtp
-/// and standard come with Airflow), reusing it when it does.
+/// The drivers of Airflow's metadata database on PostgreSQL: psycopg2 for its engine,
+/// as Airflow's database guide recommends, and asyncpg for the async engine, whose URL
+/// Airflow derives from the engine's (`postgresql+asyncpg://`). (With psycopg 3 as the
+/// engine's driver, `/ui/dependencies` answers 500: Airflow's query binds a JSON path
+/// for `#>` as a `VARCHAR` parameter, which psycopg 3 sends typed and PostgreSQL refuses.)
+const DRIVERS: [(&str, &str); 2] = [("psycopg2-binary", "2.9.13"), ("asyncpg", "0.32.0")];
+
+/// Makes `venv` a virtualenv holding apache-airflow [`VERSION`], [`PROVIDERS`] (smtp and
+/// standard come with Airflow) and [`DRIVERS`], reusing it when it does.
 ///
 /// Airflow publishes constraint files on GitHub, not on PyPI, so the install is plain pip.
 pub(super) fn ensure_venv(venv: &Path) -> anyhow::Result<()> {
     let python = venv.join("bin/python");
     let wanted: Vec<(&str, &str)> = std::iter::once(("apache-airflow", VERSION))
         .chain(PROVIDERS)
+        .chain(DRIVERS)
         .collect();
     let names: Vec<String> = wanted.iter().map(|(name, _)| format!("{name:?}")).collect();
     let probe = format!(
@@ -90,12 +98,14 @@ pub(super) struct Airflow {
 }
 
 impl Airflow {
+    /// A deployment in `home` whose metadata database is `database` (a `postgres://` URL).
     pub(super) fn new(
         venv: &Path,
         home: &Path,
         out: &Path,
         replaysafe: &Path,
         receiver: &str,
+        database: &str,
     ) -> anyhow::Result<Self> {
         let api = Api::new(free_port()?, ADMIN, &random_hex(16)?);
         // SimpleAuthManager's users and their passwords: one admin, whose password xtask knows.
@@ -110,16 +120,13 @@ impl Airflow {
             ("AIRFLOW__CORE__EXECUTOR", "LocalExecutor".into()),
             ("AIRFLOW__CORE__PARALLELISM", "4".into()),
             ("AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION", "True".into()),
-            // A writer waits up to 60 s for SQLite's lock (Python's default is 5 s): the
-            // scheduler, the dag processor, the API server and the LocalExecutor's task
-            // processes all write, and on a loaded 2-core machine a trigger's audit-log
-            // INSERT once waited out the 5 s and the API answered 500 "Database error".
-            // (WAL mode was tried and made it worse: a transaction that read before it
-            // writes, as `airflow backfill create` does, then fails at once with "database
-            // is locked" whenever another process wrote in between, without waiting.)
+            // PostgreSQL, as in production: on SQLite, the scheduler, the DAG processor, the
+            // API server and the task processes all write to one file, and on a loaded
+            // 2-core machine one of them waited out SQLite's lock and failed ("database is
+            // locked"; a longer lock wait helped, WAL mode made `backfill create` fail).
             (
                 "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
-                format!("sqlite:///{}?timeout=60", path(&home.join("airflow.db"))),
+                database.replacen("postgres://", "postgresql+psycopg2://", 1),
             ),
             ("AIRFLOW__API__HOST", "127.0.0.1".into()),
             ("AIRFLOW__API__PORT", api.port.to_string()),
@@ -207,8 +214,7 @@ impl Airflow {
 
 impl Airflow {
     /// `airflow backfill create` of `dag`'s runs due from `from` to `to` (inclusive), its
-    /// output in `logs/backfill-DAG-N.log`. The scheduler writes to the same SQLite file,
-    /// so a busy database is tried again, up to five times.
+    /// output in `logs/backfill-DAG.log`.
     pub(super) fn backfill_create(
         &self,
         dag: &str,
@@ -226,23 +232,8 @@ impl Airflow {
             "--to-date",
             to,
         ];
-        let mut attempt = 1;
-        loop {
-            let log = logs.join(format!("backfill-{dag}-{attempt}.log"));
-            match self.run_logged(&args, &log) {
-                Ok(_) => return Ok(()),
-                Err(error)
-                    if attempt < 5 && format!("{error:#}").contains("database is locked") =>
-                {
-                    eprintln!(
-                        "xtask airflow: backfill create of {dag}, attempt {attempt}: database is locked, retrying"
-                    );
-                    attempt += 1;
-                    std::thread::sleep(Duration::from_secs(2));
-                }
-                Err(error) => return Err(error),
-            }
-        }
+        self.run_logged(&args, &logs.join(format!("backfill-{dag}.log")))?;
+        Ok(())
     }
 }
 

@@ -3,7 +3,8 @@
 //! Installs `apache-airflow` and the http, sftp and slack providers from PyPI into
 //! `target/airflow/venv` (reused while it holds the pinned versions) with this checkout's
 //! wheel, starts aiosmtpd and sshd as the Rust tests do, sets up a fresh
-//! `target/airflow/home` (SQLite, LocalExecutor, every port on 127.0.0.1), starts the API
+//! `target/airflow/home` (its metadata database in a throwaway PostgreSQL, LocalExecutor,
+//! every port on 127.0.0.1), starts the API
 //! server, the DAG processor and the scheduler, and drives the DAGs of
 //! `xtask/airflow/dags/replaysafe_probe.py` through these cases:
 //!
@@ -188,10 +189,17 @@ fn drive(steps: &mut Steps, checks: &mut Checks) -> anyhow::Result<()> {
         .with_context(|| format!("copying {dags}"))?;
     }
     let receiver = Receiver::start(&out.join("received.jsonl"))?;
-    let servers = steps.time("start aiosmtpd and sshd", || {
+    let servers = steps.time("start aiosmtpd, sshd and PostgreSQL", || {
         platform::Servers::start(&receiver.url(), &out)
     })?;
-    let mut airflow = Airflow::new(&venv, &home, &out, &replaysafe, &receiver.url())?;
+    let mut airflow = Airflow::new(
+        &venv,
+        &home,
+        &out,
+        &replaysafe,
+        &receiver.url(),
+        servers.database(),
+    )?;
     airflow.env.extend(servers.env().iter().cloned());
     eprintln!(
         "xtask airflow: AIRFLOW_HOME {}, API server 127.0.0.1:{}, receiver {}",

@@ -40,20 +40,24 @@ pub(super) const INSTALL_LINE: &str =
 /// day old when the check runs.
 const MAX_AGES: &str = "email=2d,webhook=2d,alert=2d,file_drop=2d,trigger=2d";
 
-/// The servers the policy's operators send to, and how to read what they got.
+/// The servers the policy's operators send to, and how to read what they got; and the
+/// PostgreSQL server that holds Airflow's metadata database.
 #[derive(Debug)]
 pub(super) struct Servers {
     maildir: PathBuf,
     upload: PathBuf,
     env: Vec<(String, String)>,
+    database: String,
     _running: crate::services::Running,
 }
 
 impl Servers {
     /// Starts aiosmtpd and sshd (as the Rust tests do) and describes them to Airflow as
-    /// connections, with the receiver's.
+    /// connections, with the receiver's; starts PostgreSQL and creates Airflow's
+    /// metadata database in it.
     pub(super) fn start(receiver: &str, out: &Path) -> anyhow::Result<Servers> {
-        let running = crate::services::start(&["smtp".to_owned(), "sshd".to_owned()])?;
+        let running =
+            crate::services::start(&["smtp".to_owned(), "sshd".to_owned(), "postgres".to_owned()])?;
         let vars: BTreeMap<String, String> = running.env().into_iter().collect();
         let var = |name: &str| {
             vars.get(name)
@@ -102,16 +106,26 @@ impl Servers {
                 out.join("platform.jsonl").display().to_string(),
             ),
         ];
+        let database = crate::services::postgres::create_database(
+            &var("REPLAYSAFE_TEST_POSTGRES_URL")?,
+            "airflow",
+        )?;
         Ok(Servers {
             maildir: PathBuf::from(var("REPLAYSAFE_TEST_SMTP_MAILDIR")?),
             upload,
             env,
+            database,
             _running: running,
         })
     }
 
     pub(super) fn env(&self) -> &[(String, String)] {
         &self.env
+    }
+
+    /// The `postgres://` URL of Airflow's metadata database.
+    pub(super) fn database(&self) -> &str {
+        &self.database
     }
 
     /// The messages aiosmtpd stored that contain `needle`.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 mod alertmanager;
-mod postgres;
+pub(crate) mod postgres;
 mod pushgateway;
 mod smtp;
 mod sshd;

@@ -39,6 +39,23 @@ fn psycopg() -> anyhow::Result<std::path::PathBuf> {
     Ok(folder)
 }
 
+/// Creates the database `name` on the server `admin_url` names (a `postgres://` URL of
+/// this service) and returns that URL with `name` as its database.
+pub(crate) fn create_database(admin_url: &str, name: &str) -> anyhow::Result<String> {
+    let (server, _) = admin_url
+        .rsplit_once('/')
+        .with_context(|| format!("{admin_url:?} names no database"))?;
+    // libpq's tools take a connection URL where they take a database name; `output`
+    // names only the program when it fails, not the URL with its password.
+    crate::system::output(
+        Command::new(format!("{BIN}/createdb"))
+            .arg(format!("--maintenance-db={admin_url}"))
+            .arg(name),
+    )
+    .with_context(|| format!("creating the database {name}"))?;
+    Ok(format!("{server}/{name}"))
+}
+
 pub(crate) fn start(dir: &Path) -> anyhow::Result<Started> {
     let root = crate::system::is_root();
     let data = dir.join("data");
