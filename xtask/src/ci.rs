@@ -2,8 +2,8 @@
 //!
 //! After the Python wheel it runs `cargo xtask dagster` (real Dagster Pipes from PyPI), and
 //! it ends with `cargo xtask airflow` (a real Airflow 3.3.2 with its providers: scheduler,
-//! backfills, assets, the `replaysafe.airflow` integration and the API server; about
-//! 280 s with the install, 150 s after); `--no-airflow` leaves that out for a quicker
+//! backfills, assets, the `replaysafe.airflow` integration and the API server, its
+//! metadata in PostgreSQL; about 170 s with the install); `--no-airflow` leaves that out for a quicker
 //! local run.
 
 use std::time::{Duration, Instant};

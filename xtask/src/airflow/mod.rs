@@ -2,10 +2,10 @@
 //!
 //! Installs `apache-airflow` and the http, sftp and slack providers from PyPI into
 //! `target/airflow/venv` (reused while it holds the pinned versions) with this checkout's
-//! wheel, starts aiosmtpd and sshd as the Rust tests do, sets up a fresh
-//! `target/airflow/home` (its metadata database in a throwaway PostgreSQL, LocalExecutor,
-//! every port on 127.0.0.1), starts the API
-//! server, the DAG processor and the scheduler, and drives the DAGs of
+//! wheel, starts aiosmtpd, sshd and PostgreSQL as the Rust tests do, sets up a fresh
+//! `target/airflow/home` (its metadata database in that PostgreSQL, LocalExecutor, every
+//! port on 127.0.0.1), starts the API server, the DAG processor and the scheduler, and
+//! drives the DAGs of
 //! `xtask/airflow/dags/replaysafe_probe.py` through these cases:
 //!
 //! - (a) the scheduled run of the latest tick delivers: one request at the receiver;

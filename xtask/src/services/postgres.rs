@@ -40,11 +40,12 @@ fn psycopg() -> anyhow::Result<std::path::PathBuf> {
 }
 
 /// Creates the database `name` on the server `admin_url` names (a `postgres://` URL of
-/// this service) and returns that URL with `name` as its database.
+/// this service) and returns that URL with `name` as its database. Errors never quote
+/// the URL, which holds the server's password.
 pub(crate) fn create_database(admin_url: &str, name: &str) -> anyhow::Result<String> {
     let (server, _) = admin_url
         .rsplit_once('/')
-        .with_context(|| format!("{admin_url:?} names no database"))?;
+        .context("the server's URL names no database")?;
     // libpq's tools take a connection URL where they take a database name; `output`
     // names only the program when it fails, not the URL with its password.
     crate::system::output(
