@@ -98,6 +98,7 @@ impl JsonlOptions {
             }),
             group: Mutex::new(Group::default()),
             in_flight: AtomicUsize::new(0),
+            pace: Pace::default(),
             process: AtomicU32::new(std::process::id()),
         })
     }
@@ -212,6 +213,8 @@ pub struct JsonlJournal {
     /// Deliveries of asynchronous senders between their `attempting` record and their
     /// outcome's: while there are others, a record waits for theirs (see [`Group`]).
     in_flight: AtomicUsize,
+    /// Whether the runtime has lately been busy enough for records to wait for others.
+    pace: Pace,
     /// The process whose file this is: a child of `fork` opens the file again (see
     /// [`JsonlJournal::reopen_after_fork`]).
     process: AtomicU32,
@@ -587,7 +590,8 @@ type Written = Result<Option<Claim>, Failed>;
 /// other deliveries are in flight it lets them run (their outcomes and next claims join
 /// meanwhile) until a round brings no new record, [`LEAD_ROUNDS`] at most, then writes
 /// every record waiting in one `write` under one lock of the file, and tells each sender
-/// what came of its own. Alone, a record is written at once.
+/// what came of its own. Alone, or while the runtime idles between answers (see
+/// [`Pace`]), a record is written at once.
 #[derive(Default)]
 struct Group {
     waiting: Vec<(Record, Arc<Done>)>,
@@ -600,6 +604,70 @@ struct Group {
 /// How many times at most a leader lets the other deliveries run before it writes: it
 /// writes as soon as a round brings no new record.
 const LEAD_ROUNDS: usize = 8;
+
+/// Whether the Tokio runtime that drives the senders has been busy lately. Waiting for
+/// other records saves system calls, that is CPU time, and costs each waiting delivery
+/// the time the others take to join: worth it while the CPU is what limits the
+/// deliveries, and not while the runtime idles between answers. So a leader writes at
+/// once when, over the last look's window, the runtime's workers went idle (parked) and
+/// were busy less than half of the time; otherwise (a busy runtime, no runtime, or no
+/// look yet) records wait for others. Only when records are written changes, never
+/// whether or in what order: each sender still waits for its own.
+#[derive(Default)]
+struct Pace(Mutex<Option<PaceSample>>);
+
+#[derive(Clone, Copy)]
+struct PaceSample {
+    at: std::time::Instant,
+    /// The runtime's workers' busy time and parks, summed, at `at`.
+    busy: std::time::Duration,
+    parks: u64,
+    saturated: bool,
+}
+
+/// How long one look at the runtime stands.
+const PACE_WINDOW: std::time::Duration = std::time::Duration::from_millis(2);
+/// The share of a window its workers must have been busy for records to wait.
+const SATURATED: f64 = 0.5;
+
+impl Pace {
+    fn saturated(&self) -> bool {
+        let now = std::time::Instant::now();
+        let mut sample = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(last) = *sample
+            && now.duration_since(last.at) < PACE_WINDOW
+        {
+            return last.saturated;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return true;
+        };
+        let metrics = runtime.metrics();
+        let workers = metrics.num_workers();
+        let busy: std::time::Duration = (0..workers)
+            .map(|worker| metrics.worker_total_busy_duration(worker))
+            .sum();
+        let parks: u64 = (0..workers)
+            .map(|worker| metrics.worker_park_count(worker))
+            .sum();
+        let saturated = sample.is_none_or(|last| {
+            let window = now.duration_since(last.at).as_secs_f64() * workers.max(1) as f64;
+            let idled = parks > last.parks
+                && busy.saturating_sub(last.busy).as_secs_f64() < SATURATED * window;
+            !idled
+        });
+        *sample = Some(PaceSample {
+            at: now,
+            busy,
+            parks,
+            saturated,
+        });
+        saturated
+    }
+}
 
 /// Where the leader puts what came of one sender's record, and wakes it.
 #[derive(Default)]
@@ -716,7 +784,7 @@ impl JsonlJournal {
         };
         if leads {
             let lead = Lead(self);
-            if others {
+            if others && self.pace.saturated() {
                 // Let the others run while records keep joining.
                 let mut joined = self.waiting();
                 for _ in 0..LEAD_ROUNDS {

@@ -291,6 +291,55 @@ fn a_record_that_joined_others_is_written_when_the_leader_is_cancelled_or_anothe
     assert_eq!(decisions(&path).len(), 6);
 }
 
+/// Polls `future` until it is ready, letting the runtime run between polls.
+async fn finish<F: Future>(mut future: std::pin::Pin<&mut F>) -> F::Output {
+    loop {
+        if let Poll::Ready(output) = poll_once(future.as_mut()) {
+            return output;
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn records_wait_for_others_while_the_runtime_is_busy_and_not_while_it_idles() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.jsonl");
+    let journal = JsonlJournal::open(&path).unwrap();
+    let claim = |n: u8| record(JournalDecision::Attempting, &key(n), "r");
+    // One delivery in flight, so the next records may wait for others.
+    assert!(poll_once(pin!(journal.begin_grouped(&claim(1).entry(), false))).is_ready());
+    let [two, three, four] = [2, 3, 4].map(claim);
+    let (two, three, four) = (two.entry(), three.entry(), four.entry());
+
+    // Nothing is known of the runtime yet: the record waits.
+    let mut waits = Box::pin(journal.begin_grouped(&two, false));
+    assert!(poll_once(waits.as_mut()).is_pending());
+    assert!(finish(waits.as_mut()).await.unwrap().claimed);
+
+    // The runtime idles (a delivery waiting for its answer): written at once.
+    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    assert!(
+        poll_once(pin!(journal.begin_grouped(&three, false))).is_ready(),
+        "after the runtime idled, a record waited for others"
+    );
+    assert_eq!(decisions(&path).len(), 3);
+
+    // The runtime is busy (its tasks never wait): the record waits for others again.
+    let busy = std::time::Instant::now();
+    while busy.elapsed() < std::time::Duration::from_millis(10) {
+        tokio::task::yield_now().await;
+    }
+    let mut waits = Box::pin(journal.begin_grouped(&four, false));
+    assert!(
+        poll_once(waits.as_mut()).is_pending(),
+        "while the runtime was busy, a record was written alone"
+    );
+    assert_eq!(decisions(&path).len(), 3, "nothing written while it waits");
+    assert!(finish(waits.as_mut()).await.unwrap().claimed);
+    assert_eq!(decisions(&path).len(), 4);
+}
+
 /// Set in the child process of `a_write_that_fails_fails_each_record_in_it_and_nothing_is_lost`.
 const CHILD_JOURNAL: &str = "REPLAYSAFE_TEST_GROUP_CUT_JOURNAL";
 
