@@ -642,17 +642,14 @@ impl Pace {
         {
             return last.saturated;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let Some(RuntimeLoad {
+            workers,
+            busy,
+            parks,
+        }) = RuntimeLoad::now()
+        else {
             return true;
         };
-        let metrics = runtime.metrics();
-        let workers = metrics.num_workers();
-        let busy: std::time::Duration = (0..workers)
-            .map(|worker| metrics.worker_total_busy_duration(worker))
-            .sum();
-        let parks: u64 = (0..workers)
-            .map(|worker| metrics.worker_park_count(worker))
-            .sum();
         let saturated = sample.is_none_or(|last| {
             let window = now.duration_since(last.at).as_secs_f64() * workers.max(1) as f64;
             let idled = parks > last.parks
@@ -666,6 +663,38 @@ impl Pace {
             saturated,
         });
         saturated
+    }
+}
+
+/// What the Tokio runtime driving the caller tells of its workers: their number, busy
+/// time and parks, summed. None outside a runtime, or where the target has no 64-bit
+/// atomics (Tokio keeps these figures only there).
+struct RuntimeLoad {
+    workers: usize,
+    busy: std::time::Duration,
+    parks: u64,
+}
+
+impl RuntimeLoad {
+    #[cfg(target_has_atomic = "64")]
+    fn now() -> Option<RuntimeLoad> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let metrics = runtime.metrics();
+        let workers = metrics.num_workers();
+        Some(RuntimeLoad {
+            workers,
+            busy: (0..workers)
+                .map(|worker| metrics.worker_total_busy_duration(worker))
+                .sum(),
+            parks: (0..workers)
+                .map(|worker| metrics.worker_park_count(worker))
+                .sum(),
+        })
+    }
+
+    #[cfg(not(target_has_atomic = "64"))]
+    fn now() -> Option<RuntimeLoad> {
+        None
     }
 }
 
