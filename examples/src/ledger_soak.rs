@@ -63,7 +63,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use replaysafe::http::{Call, Endpoint, HttpClient, IpNetwork, Method, SsrfPolicy};
-use replaysafe::journal::{JournalDecision, JournalReader, JournalRecord, NoopJournal, ReadError};
+use replaysafe::journal::{
+    GroupCommit, JournalDecision, JournalReader, JournalRecord, NoopJournal, ReadError,
+};
 use replaysafe::outbox::JournalQuery;
 use replaysafe::outbox::postgres::{self, PostgresJournal};
 use replaysafe::outbox::tokio_postgres::NoTls;
@@ -231,7 +233,13 @@ async fn worker(args: &[String]) -> anyhow::Result<()> {
     let in_flight: usize = flag(args, "--in-flight").unwrap_or("1").parse()?;
     let location = std::env::var("REPLAYSAFE_JOURNAL").context("REPLAYSAFE_JOURNAL")?;
     let journal: Arc<dyn Journal> = match flag(args, "--journal").unwrap_or("postgres") {
-        "jsonl" => Arc::new(JsonlJournal::open(&location)?),
+        // Records wait for others whenever others are in flight, however idle the
+        // worker's runtime, so the kills land in writes of several deliveries' records.
+        "jsonl" => Arc::new(
+            JsonlJournal::options()
+                .group_commit(GroupCommit::Always)
+                .open(&location)?,
+        ),
         _ => Arc::new(PostgresJournal::connect(
             postgres::parse_url(&location)?,
             "the soak database",

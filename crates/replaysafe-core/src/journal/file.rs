@@ -37,16 +37,47 @@ pub enum Durability {
     Buffered,
 }
 
+/// When a [`JsonlJournal`] lets the record of one delivery in flight wait for the records
+/// of others, to write them together (group commit). Only when records are written
+/// depends on it, never whether or in what order: each delivery still goes on only once
+/// its own record is written, so a delivery's `attempting` record reaches the operating
+/// system before its request starts whatever the choice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GroupCommit {
+    /// While the Tokio runtime driving the sends is busy (the default): waiting saves
+    /// system calls, that is CPU time, and costs each waiting delivery the time the others
+    /// take to join, which pays only while the CPU is what limits the deliveries. When,
+    /// over the last few milliseconds, the runtime's workers parked and were busy less
+    /// than half of the time, each record is written at once. Outside a Tokio runtime
+    /// records wait, as under [`Always`](GroupCommit::Always).
+    #[default]
+    WhenBusy,
+    /// Whenever other deliveries are in flight: the fewest system calls, at the cost of
+    /// each delivery's latency when the runtime has time to spare.
+    Always,
+    /// Never: each record is written at once, one `write` a record.
+    Never,
+}
+
 /// Options for opening a [`JsonlJournal`]; see [`JsonlJournal::options`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct JsonlOptions {
     durability: Durability,
+    group_commit: GroupCommit,
 }
 
 impl JsonlOptions {
     /// Sets the durability (default [`Durability::OsWrite`]).
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// Sets when records of deliveries in flight wait to be written together (default
+    /// [`GroupCommit::WhenBusy`]).
+    pub fn group_commit(mut self, group_commit: GroupCommit) -> Self {
+        self.group_commit = group_commit;
         self
     }
 
@@ -98,6 +129,7 @@ impl JsonlOptions {
             }),
             group: Mutex::new(Group::default()),
             in_flight: AtomicUsize::new(0),
+            group_commit: self.group_commit,
             pace: Pace::default(),
             process: AtomicU32::new(std::process::id()),
         })
@@ -213,6 +245,8 @@ pub struct JsonlJournal {
     /// Deliveries of asynchronous senders between their `attempting` record and their
     /// outcome's: while there are others, a record waits for theirs (see [`Group`]).
     in_flight: AtomicUsize,
+    /// When records wait for others.
+    group_commit: GroupCommit,
     /// Whether the runtime has lately been busy enough for records to wait for others.
     pace: Pace,
     /// The process whose file this is: a child of `fork` opens the file again (see
@@ -385,6 +419,11 @@ impl JsonlJournal {
     /// The durability it was opened with.
     pub fn durability(&self) -> Durability {
         self.durability
+    }
+
+    /// When records of deliveries in flight wait to be written together.
+    pub fn group_commit(&self) -> GroupCommit {
+        self.group_commit
     }
 
     fn shown(&self) -> String {
@@ -591,7 +630,7 @@ type Written = Result<Option<Claim>, Failed>;
 /// meanwhile) until a round brings no new record, [`LEAD_ROUNDS`] at most, then writes
 /// every record waiting in one `write` under one lock of the file, and tells each sender
 /// what came of its own. Alone, or while the runtime idles between answers (see
-/// [`Pace`]), a record is written at once.
+/// [`Pace`] and [`GroupCommit`]), a record is written at once.
 #[derive(Default)]
 struct Group {
     waiting: Vec<(Record, Arc<Done>)>,
@@ -813,7 +852,13 @@ impl JsonlJournal {
         };
         if leads {
             let lead = Lead(self);
-            if others && self.pace.saturated() {
+            let wait = others
+                && match self.group_commit {
+                    GroupCommit::WhenBusy => self.pace.saturated(),
+                    GroupCommit::Always => true,
+                    GroupCommit::Never => false,
+                };
+            if wait {
                 // Let the others run while records keep joining.
                 let mut joined = self.waiting();
                 for _ in 0..LEAD_ROUNDS {

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub use entry::JournalEntry;
 pub(crate) use entry::{EntryReasons, EntryTime};
-pub use file::{Durability, JsonlJournal, JsonlOptions};
+pub use file::{Durability, GroupCommit, JsonlJournal, JsonlOptions};
 pub use ledger::{Claim, Ledger, Memory};
 #[cfg(feature = "otel")]
 pub use otel::OtelJournal;

@@ -8,7 +8,8 @@ use std::task::{Context, Poll, Waker};
 
 use chrono::Utc;
 use replaysafe_core::journal::{
-    JournalDecision, JournalReader, JournalRecord, Ledger, Memory, RecordEffect, RecordWindow,
+    GroupCommit, JournalDecision, JournalReader, JournalRecord, Ledger, Memory, RecordEffect,
+    RecordWindow,
 };
 use replaysafe_core::{Guard, Journal, JsonlJournal, Outcome, Reason};
 use replaysafe_test::{RecordingClient, TestEffect, contexts};
@@ -69,7 +70,14 @@ async fn deliveries_in_flight_together_are_each_journaled_and_a_key_is_claimed_o
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("journal.jsonl");
     let client = RecordingClient::new().answering_after(std::time::Duration::from_millis(1));
-    let guard = Guard::new(client.clone(), Arc::new(JsonlJournal::open(&path).unwrap()));
+    // Records always wait for others here, however idle the runtime, so they are written
+    // together.
+    let journal = JsonlJournal::options()
+        .group_commit(GroupCommit::Always)
+        .open(&path)
+        .unwrap();
+    assert_eq!(journal.group_commit(), GroupCommit::Always);
+    let guard = Guard::new(client.clone(), Arc::new(journal));
     let cx = contexts::live();
     // 40 effects, each sent twice at once: 16 sends in flight.
     let outcomes: Vec<Outcome<_>> = futures_util::stream::iter(0..80)
@@ -326,10 +334,7 @@ async fn records_wait_for_others_while_the_runtime_is_busy_and_not_while_it_idle
     assert_eq!(decisions(&path).len(), 3);
 
     // The runtime is busy (its tasks never wait): the record waits for others again.
-    let busy = std::time::Instant::now();
-    while busy.elapsed() < std::time::Duration::from_millis(10) {
-        tokio::task::yield_now().await;
-    }
+    spin().await;
     let mut waits = Box::pin(journal.begin_grouped(&four, false));
     assert!(
         poll_once(waits.as_mut()).is_pending(),
@@ -338,6 +343,51 @@ async fn records_wait_for_others_while_the_runtime_is_busy_and_not_while_it_idle
     assert_eq!(decisions(&path).len(), 3, "nothing written while it waits");
     assert!(finish(waits.as_mut()).await.unwrap().claimed);
     assert_eq!(decisions(&path).len(), 4);
+}
+
+/// Keeps the runtime busy for 10 ms without parking.
+async fn spin() {
+    let busy = std::time::Instant::now();
+    while busy.elapsed() < std::time::Duration::from_millis(10) {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn records_always_wait_for_others_or_never_as_the_journal_was_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let claim = |n: u8| record(JournalDecision::Attempting, &key(n), "r");
+    for (group_commit, waits) in [(GroupCommit::Always, true), (GroupCommit::Never, false)] {
+        let path = dir.path().join(format!("{group_commit:?}.jsonl"));
+        let journal = JsonlJournal::options()
+            .group_commit(group_commit)
+            .open(&path)
+            .unwrap();
+        assert!(poll_once(pin!(journal.begin_grouped(&claim(1).entry(), false))).is_ready());
+        // Before any look at the runtime, after it idled, and while it is busy alike.
+        for (n, pace) in [(2, "first"), (3, "after idling"), (4, "while busy")] {
+            match n {
+                3 => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+                4 => spin().await,
+                _ => {}
+            }
+            let record = claim(n);
+            let entry = record.entry();
+            let mut claimed = Box::pin(journal.begin_grouped(&entry, false));
+            let claim = match poll_once(claimed.as_mut()) {
+                Poll::Ready(claim) => {
+                    assert!(!waits, "{group_commit:?}, {pace}: written alone");
+                    claim
+                }
+                Poll::Pending => {
+                    assert!(waits, "{group_commit:?}, {pace}: waited for others");
+                    finish(claimed.as_mut()).await
+                }
+            };
+            assert!(claim.unwrap().claimed);
+        }
+        assert_eq!(decisions(&path).len(), 4);
+    }
 }
 
 /// Set in the child process of `a_write_that_fails_fails_each_record_in_it_and_nothing_is_lost`.
