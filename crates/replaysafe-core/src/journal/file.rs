@@ -395,6 +395,7 @@ impl std::fmt::Debug for JsonlJournal {
         f.debug_struct("JsonlJournal")
             .field("path", &self.path)
             .field("durability", &self.durability)
+            .field("group_commit", &self.group_commit)
             .finish_non_exhaustive()
     }
 }
