@@ -645,14 +645,10 @@ struct Group {
 /// writes as soon as a round brings no new record.
 const LEAD_ROUNDS: usize = 8;
 
-/// Whether the Tokio runtime that drives the senders has been busy lately. Waiting for
-/// other records saves system calls, that is CPU time, and costs each waiting delivery
-/// the time the others take to join: worth it while the CPU is what limits the
-/// deliveries, and not while the runtime idles between answers. So a leader writes at
-/// once when, over the last look's window, the runtime's workers went idle (parked) and
-/// were busy less than half of the time; otherwise (a busy runtime, no runtime, or no
-/// look yet) records wait for others. Only when records are written changes, never
-/// whether or in what order: each sender still waits for its own.
+/// How [`GroupCommit::WhenBusy`] tells a busy runtime: from its workers' busy time and
+/// parks, summed ([`RuntimeLoad`]), looked at once a [`PACE_WINDOW`] at most. The runtime
+/// idled when, since the last look, its workers parked and were busy less than
+/// [`SATURATED`] of the time; with no runtime, or before a first look, it counts as busy.
 #[derive(Default)]
 struct Pace(Mutex<Option<PaceSample>>);
 

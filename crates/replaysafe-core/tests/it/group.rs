@@ -309,42 +309,6 @@ async fn finish<F: Future>(mut future: std::pin::Pin<&mut F>) -> F::Output {
     }
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn records_wait_for_others_while_the_runtime_is_busy_and_not_while_it_idles() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("journal.jsonl");
-    let journal = JsonlJournal::open(&path).unwrap();
-    let claim = |n: u8| record(JournalDecision::Attempting, &key(n), "r");
-    // One delivery in flight, so the next records may wait for others.
-    assert!(poll_once(pin!(journal.begin_grouped(&claim(1).entry(), false))).is_ready());
-    let [two, three, four] = [2, 3, 4].map(claim);
-    let (two, three, four) = (two.entry(), three.entry(), four.entry());
-
-    // Nothing is known of the runtime yet: the record waits.
-    let mut waits = Box::pin(journal.begin_grouped(&two, false));
-    assert!(poll_once(waits.as_mut()).is_pending());
-    assert!(finish(waits.as_mut()).await.unwrap().claimed);
-
-    // The runtime idles (a delivery waiting for its answer): written at once.
-    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    assert!(
-        poll_once(pin!(journal.begin_grouped(&three, false))).is_ready(),
-        "after the runtime idled, a record waited for others"
-    );
-    assert_eq!(decisions(&path).len(), 3);
-
-    // The runtime is busy (its tasks never wait): the record waits for others again.
-    spin().await;
-    let mut waits = Box::pin(journal.begin_grouped(&four, false));
-    assert!(
-        poll_once(waits.as_mut()).is_pending(),
-        "while the runtime was busy, a record was written alone"
-    );
-    assert_eq!(decisions(&path).len(), 3, "nothing written while it waits");
-    assert!(finish(waits.as_mut()).await.unwrap().claimed);
-    assert_eq!(decisions(&path).len(), 4);
-}
-
 /// Keeps the runtime busy for 10 ms without parking.
 async fn spin() {
     let busy = std::time::Instant::now();
@@ -354,21 +318,28 @@ async fn spin() {
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn records_always_wait_for_others_or_never_as_the_journal_was_opened() {
+async fn a_record_waits_for_others_as_the_journals_group_commit_says() {
     let dir = tempfile::tempdir().unwrap();
     let claim = |n: u8| record(JournalDecision::Attempting, &key(n), "r");
-    for (group_commit, waits) in [(GroupCommit::Always, true), (GroupCommit::Never, false)] {
+    // Whether a claim waits for others: before any look at the runtime, after the
+    // runtime idled (as while deliveries wait for answers), and while it is busy.
+    let paces = ["first", "after idling", "while busy"];
+    for (group_commit, waits) in [
+        (GroupCommit::WhenBusy, [true, false, true]),
+        (GroupCommit::Always, [true; 3]),
+        (GroupCommit::Never, [false; 3]),
+    ] {
         let path = dir.path().join(format!("{group_commit:?}.jsonl"));
         let journal = JsonlJournal::options()
             .group_commit(group_commit)
             .open(&path)
             .unwrap();
+        // One delivery in flight, so the next records may wait for others.
         assert!(poll_once(pin!(journal.begin_grouped(&claim(1).entry(), false))).is_ready());
-        // Before any look at the runtime, after it idled, and while it is busy alike.
-        for (n, pace) in [(2, "first"), (3, "after idling"), (4, "while busy")] {
-            match n {
-                3 => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
-                4 => spin().await,
+        for ((n, pace), waits) in (2..).zip(paces).zip(waits) {
+            match pace {
+                "after idling" => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+                "while busy" => spin().await,
                 _ => {}
             }
             let record = claim(n);
@@ -381,12 +352,17 @@ async fn records_always_wait_for_others_or_never_as_the_journal_was_opened() {
                 }
                 Poll::Pending => {
                     assert!(waits, "{group_commit:?}, {pace}: waited for others");
+                    assert_eq!(
+                        decisions(&path).len(),
+                        usize::from(n) - 1,
+                        "nothing written while it waits"
+                    );
                     finish(claimed.as_mut()).await
                 }
             };
             assert!(claim.unwrap().claimed);
+            assert_eq!(decisions(&path).len(), usize::from(n));
         }
-        assert_eq!(decisions(&path).len(), 4);
     }
 }
 
